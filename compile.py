@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Build libmha_fwd.so / libmha_bwd.so (and the aiter_mha Python module) into the current directory.
+
+Generates one small .cu per kernel instance plus the dispatch tables (csrc/codegen/generate.py), writes build.ninja
+(csrc/codegen/ninja_writer.py) and runs ninja. Never imports torch. Rebuilding with nothing changed compiles nothing.
+
+  python3 compile.py                         # every instance, for the visible GPU (else sm_80 + sm_90a)
+  python3 compile.py --preset ci             # the smallest useful set
+  python3 compile.py --api fwd --dtypes bf16 --hdims 128 --arch sm_90a
+  python3 compile.py --list                  # instances and the support table; builds nothing
+  MAX_JOBS=16 python3 compile.py             # parallel compile jobs (default: CPU count)
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "csrc", "codegen"))
+import generate as gen  # noqa: E402
+from ninja_writer import write_ninja  # noqa: E402
+
+CUTLASS_PIN = "4.2.0.0"
+
+
+class BuildError(Exception):
+    pass
+
+
+def csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def find_nvcc() -> str:
+    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"),
+                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    raise BuildError("nvcc not found: install the CUDA toolkit (12.4 or newer), put nvcc on PATH, "
+                     "or set NVCC=/path/to/nvcc or CUDA_HOME")
+
+
+def find_cutlass() -> str:
+    """CUTLASS_DIR, then 3rdparty/cutlass, then the nvidia-cutlass wheel (found without importing it)."""
+    cands = []
+    if os.environ.get("CUTLASS_DIR"):
+        cands.append(os.path.join(os.environ["CUTLASS_DIR"], "include"))
+    cands.append(os.path.join(ROOT, "3rdparty", "cutlass", "include"))
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            cands.append(os.path.join(loc, "source", "include"))
+    for inc in cands:
+        if os.path.isfile(os.path.join(inc, "cute", "tensor.hpp")):
+            return inc
+    raise BuildError("CUTLASS/CuTe headers not found. Install them with "
+                     f"`pip install nvidia-cutlass=={CUTLASS_PIN}`, or set CUTLASS_DIR to a CUTLASS checkout, "
+                     "or clone CUTLASS into 3rdparty/cutlass (see 3rdparty/README.md)")
+
+
+def detect_archs() -> list[str]:
+    """The visible GPUs' architectures, else sm_80 + sm_90a."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=20).stdout
+            archs = []
+            for line in out.split():
+                major, minor = line.strip().split(".")
+                name = f"sm_{major}{minor}" + ("a" if major in ("9", "10", "12") else "")
+                if name in gen.ARCHS and name not in archs:
+                    archs.append(name)
+            if archs:
+                return archs
+        except (OSError, ValueError, subprocess.SubprocessError):
+            pass
+    return ["sm_80", "sm_90a"]
+
+
+def python_build_info():
+    """Include dirs and module suffix for the pybind11 binding, or None when pybind11 is missing."""
+    try:
+        import pybind11
+    except ImportError:
+        return None
+    return dict(includes=[pybind11.get_include(), sysconfig.get_paths()["include"]],
+                ext_suffix=sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--api", default="", help=f"comma list of {', '.join(gen.APIS)} (default: all)")
+    ap.add_argument("--dtypes", default="", help=f"comma list of {', '.join(gen.DTYPES)} (default: all)")
+    ap.add_argument("--hdims", default="", help="comma list of instance head dims (default: all)")
+    ap.add_argument("--arch", default="", help=f"comma list of {', '.join(gen.ARCHS)} (default: the visible GPU's, "
+                                               "else sm_80,sm_90a)")
+    ap.add_argument("--preset", default="all", choices=sorted(gen.PRESETS), help="base instance set (default all)")
+    ap.add_argument("--filter", default="", help="fnmatch pattern on instance names, e.g. '*bf16_d128*'")
+    ap.add_argument("--list", action="store_true", help="print the instances and the support table, build nothing")
+    ap.add_argument("--build-dir", default=os.path.join(os.getcwd(), "build"), help="objects and generated sources")
+    ap.add_argument("--no-python", action="store_true", help="skip the aiter_mha Python module")
+    return ap.parse_args(argv)
+
+
+def resolve_selection(a):
+    preset = gen.PRESETS[a.preset]
+    apis = csv(a.api) or list(preset["apis"])
+    for api in apis:
+        if api not in gen.APIS:
+            raise BuildError(f"unknown api '{api}': choose from {', '.join(gen.APIS)}")
+    dtypes = csv(a.dtypes) or list(preset["dtypes"])
+    for d in dtypes:
+        if d not in gen.DTYPES:
+            raise BuildError(f"unknown dtype '{d}': choose from {', '.join(gen.DTYPES)}")
+    hdims = None
+    if a.hdims:
+        try:
+            hdims = [int(h) for h in csv(a.hdims)]
+        except ValueError:
+            raise BuildError(f"--hdims takes integers, got '{a.hdims}'")
+    elif preset["hdims"] is not None:
+        hdims = list(preset["hdims"])
+    if hdims is not None:
+        for h in hdims:
+            if h not in gen.known_hdims():
+                raise BuildError(f"unknown hdim {h}: instances exist for head dims "
+                                 f"{', '.join(map(str, gen.known_hdims()))} (smaller head dims run on the next "
+                                 "larger instance)")
+    archs = csv(a.arch) or detect_archs()
+    for arch in archs:
+        if arch not in gen.ARCHS:
+            raise BuildError(f"unknown arch '{arch}': choose from {', '.join(gen.ARCHS)}")
+    return apis, dtypes, hdims, archs
+
+
+def main(argv=None) -> int:
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        apis, dtypes, hdims, archs = resolve_selection(a)
+        everything = gen.all_instances()
+        chosen = gen.select(everything, apis, dtypes, hdims, a.filter)
+        if a.list:
+            print(f"instances: {len(chosen)} selected of {len(everything)} known")
+            for i in everything:
+                print(f"  [{'x' if i in chosen else ' '}] {i.name}")
+            print(f"archs: {','.join(archs)}\n")
+            print(gen.support_table(chosen))
+            return 0
+        nvcc = find_nvcc()
+        cutlass = find_cutlass()
+        ninja = shutil.which("ninja")
+        if ninja is None:
+            raise BuildError("ninja not found: `pip install ninja` or install your distribution's ninja-build")
+
+        build_dir = os.path.abspath(a.build_dir)
+        gen_dir = os.path.join(build_dir, "gen")
+        sources = []
+        for i in chosen:
+            path = os.path.join(gen_dir, "instances", i.name + ".cu")
+            gen.write_if_changed(path, gen.instance_source(i))
+            sources.append(path)
+        gen.write_if_changed(os.path.join(gen_dir, "fwd_table.cpp"), gen.fwd_table_source(everything, chosen, archs))
+        want_fwd = any(x in apis for x in ("fwd", "fwd_splitkv", "batch_prefill"))
+        want_bwd = "bwd" in apis
+        py = None if a.no_python else python_build_info()
+        text = write_ninja(root=ROOT, build_dir=build_dir, out_dir=os.getcwd(), nvcc=nvcc, cutlass_include=cutlass,
+                           archs=archs, kernel_sources=sources, want_fwd=want_fwd, want_bwd=want_bwd, python=py)
+        gen.write_if_changed(os.path.join(build_dir, "build.ninja"), text)
+
+        jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+        print(f"[compile.py] {len(chosen)} instance(s) for {','.join(archs)}; apis {','.join(apis)}; "
+              f"CUTLASS {cutlass}; MAX_JOBS={jobs}", flush=True)
+        t0 = time.time()
+        r = subprocess.run([ninja, "-C", build_dir, "-j", jobs])
+        if r.returncode != 0:
+            raise BuildError(f"ninja failed (exit {r.returncode}); see the compiler output above")
+        outs = [n for n in ("libmha_fwd.so", "libmha_bwd.so") if os.path.exists(n)]
+        sizes = ", ".join(f"{n} {os.path.getsize(n) / 2**20:.1f} MiB" for n in outs)
+        print(f"[compile.py] done in {time.time() - t0:.1f} s: {sizes}" + ("" if py or a.no_python else
+              " (pybind11 not found: Python module skipped)"))
+        return 0
+    except BuildError as e:
+        print(f"compile.py: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

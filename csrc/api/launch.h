@@ -1,0 +1,69 @@
+#pragma once
+// ck_tile::launch_kernel semantics for every entry point: launch once and return 0, or (time_kernel_) run
+// cold_niters_ warm-up passes, time nrepeat_ passes with CUDA events (or a host clock after a stream sync when
+// is_gpu_timer_ is false) and return the average ms per pass. A CUDA error anywhere returns -1 with its reason.
+
+#include "ck_tile_compat.h"
+#include "error.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cuda_runtime_api.h>
+#include <string>
+
+namespace mha {
+
+inline std::string cuda_error_reason(const char* what, cudaError_t err)
+{
+    return std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+}
+
+// `pass` launches one pass of the operation (possibly several kernels) and returns the launch error.
+template <typename Pass>
+float launch_and_time(const ck_tile::stream_config& s, const char* name, Pass&& pass)
+{
+    if (s.log_level_ > 0)
+    {
+        std::printf(", %s", name);
+        std::fflush(stdout);
+    }
+    if (!s.time_kernel_)
+    {
+        const cudaError_t err = pass();
+        return err == cudaSuccess ? 0.f : fail(cuda_error_reason(name, err));
+    }
+    for (int i = 0; i < s.cold_niters_; ++i)
+        if (cudaError_t err = pass(); err != cudaSuccess)
+            return fail(cuda_error_reason(name, err));
+    const int n = s.nrepeat_ > 0 ? s.nrepeat_ : 1;
+    if (s.is_gpu_timer_)
+    {
+        cudaEvent_t start, stop;
+        if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess)
+            return fail("cudaEventCreate failed");
+        cudaError_t err = cudaEventRecord(start, s.stream_id_);
+        for (int i = 0; i < n && err == cudaSuccess; ++i)
+            err = pass();
+        if (err == cudaSuccess)
+            err = cudaEventRecord(stop, s.stream_id_);
+        if (err == cudaSuccess)
+            err = cudaEventSynchronize(stop);
+        float ms = 0.f;
+        if (err == cudaSuccess)
+            err = cudaEventElapsedTime(&ms, start, stop);
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        return err == cudaSuccess ? ms / n : fail(cuda_error_reason(name, err));
+    }
+    cudaError_t err = cudaStreamSynchronize(s.stream_id_);
+    const auto t0   = std::chrono::steady_clock::now();
+    for (int i = 0; i < n && err == cudaSuccess; ++i)
+        err = pass();
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(s.stream_id_);
+    const auto t1 = std::chrono::steady_clock::now();
+    return err == cudaSuccess ? std::chrono::duration<float, std::milli>(t1 - t0).count() / n
+                              : fail(cuda_error_reason(name, err));
+}
+
+} // namespace mha

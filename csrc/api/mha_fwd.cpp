@@ -1,0 +1,298 @@
+// aiter::mha_fwd and the other forward entry points: validate every argument before anything launches, translate
+// aiter::mha_fwd_args into the kernels' FwdParams, and pick an instance from the generated tables (asm first when
+// use_asm_v3 asks for it, else ck). The only file that knows both kernel families.
+
+#include "mha_fwd.h"
+
+#include "../common/fwd_params.h"
+#include "error.h"
+#include "launch.h"
+#include "registry.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace mha {
+namespace {
+
+constexpr int kMaxHdim       = 256;
+constexpr int kMaxGridYZ     = 65535; // grid.y = nhead_q, grid.z = batch
+constexpr float kLog2e       = 1.4426950408889634f;
+constexpr int kVecElems      = 8;     // 16-byte vector of fp16/bf16: rows and pointers must keep this alignment
+
+std::string str(long long v) { return std::to_string(v); }
+
+bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; }
+
+// Features the API accepts but no kernel implements yet: a reason string, or "" when the call is in scope.
+std::string unsupported_feature(const aiter::mha_fwd_args& a)
+{
+    if (a.data_type != "fp16" && a.data_type != "bf16")
+        return "data_type '" + a.data_type + "' is not supported yet (fp16, bf16)";
+    if (a.is_group_mode)
+        return "group (varlen) mode is not supported yet";
+    if (a.bias_type != 0)
+        return a.bias_type == 1 ? "elementwise bias is not supported yet" : "alibi bias is not supported yet";
+    if (a.mask_type == 3)
+        return "mask_type 3 (window_generic) is not supported yet";
+    if (a.qscale_type != 0)
+        return "qscale_type " + str(a.qscale_type) + " (fp8 descales) is not supported yet";
+    if (a.has_sink || a.sink_size > 0 || a.sink_ptr != nullptr)
+        return "attention sinks are not supported yet";
+    if (a.p_drop > 0.f)
+        return "dropout (p_drop > 0) is not supported yet";
+    if (a.logits_soft_cap > 0.f)
+        return "logits_soft_cap is not supported yet";
+    if (a.cu_seqlen_q_ptr != nullptr || a.cu_seqlen_k_ptr != nullptr)
+        return "cu_seqlen_q/k padding in batch mode is not supported yet";
+    return "";
+}
+
+// Arguments that are wrong whatever the build: a reason string, or "" when the call is well formed.
+std::string invalid_argument(const aiter::mha_fwd_args& a)
+{
+    if (a.batch < 1 || a.batch > kMaxGridYZ)
+        return "batch must be in [1, " + str(kMaxGridYZ) + "], got " + str(a.batch);
+    if (a.nhead_q < 1 || a.nhead_q > kMaxGridYZ)
+        return "nhead_q must be in [1, " + str(kMaxGridYZ) + "], got " + str(a.nhead_q);
+    if (a.nhead_k < 1 || a.nhead_q % a.nhead_k != 0)
+        return "nhead_q (" + str(a.nhead_q) + ") must be a positive multiple of nhead_k (" + str(a.nhead_k) + ")";
+    for (auto [name, d] : {std::pair{"hdim_q", a.hdim_q}, std::pair{"hdim_v", a.hdim_v}})
+        if (d < kVecElems || d > kMaxHdim || d % kVecElems != 0)
+            return std::string(name) + " must be a multiple of 8 in [8, 256], got " + str(d);
+    if (a.seqlen_q < 0 || a.seqlen_k < 0)
+        return "seqlen_q and seqlen_k must be >= 0, got " + str(a.seqlen_q) + " and " + str(a.seqlen_k);
+    if (a.mask_type < 0 || a.mask_type > 3)
+        return "mask_type must be 0 (none), 1 (top-left causal), 2 (bottom-right causal) or 3 (window_generic), got " +
+               str(a.mask_type);
+    if (a.mask_type != 0 && (a.window_size_left < -1 || a.window_size_right < -1))
+        return "window_size_left/right must be >= -1 (-1 = unbounded), got " + str(a.window_size_left) + ", " +
+               str(a.window_size_right);
+    if (a.bias_type < 0 || a.bias_type > 2)
+        return "bias_type must be 0 (none), 1 (elementwise) or 2 (alibi), got " + str(a.bias_type);
+    if (a.qscale_type < 0 || a.qscale_type > 2)
+        return "qscale_type must be 0, 1 or 2, got " + str(a.qscale_type);
+    if (!(a.p_drop >= 0.f && a.p_drop < 1.f))
+        return "p_drop must be in [0, 1), got " + std::to_string(a.p_drop);
+    if (!(a.logits_soft_cap >= 0.f) || std::isinf(a.logits_soft_cap))
+        return "logits_soft_cap must be finite and >= 0, got " + std::to_string(a.logits_soft_cap);
+    if (!(a.scale_s > 0.f) || std::isinf(a.scale_s))
+        return "scale_s must be finite and > 0, got " + std::to_string(a.scale_s);
+    if (!a.is_group_mode && (a.seqstart_q_ptr || a.seqstart_k_ptr || a.seqlen_q_ptr || a.seqlen_k_ptr))
+        return "seqstart_q/k_ptr and seqlen_q/k_ptr must be nullptr in batch mode";
+
+    if (a.q_ptr == nullptr || a.o_ptr == nullptr)
+        return "q_ptr and o_ptr must not be null";
+    if (a.seqlen_k > 0 && (a.k_ptr == nullptr || a.v_ptr == nullptr))
+        return "k_ptr and v_ptr must not be null when seqlen_k > 0";
+    if (a.has_lse && a.lse_ptr == nullptr)
+        return "has_lse is set but lse_ptr is null";
+    for (auto [name, p] : {std::pair{"q_ptr", a.q_ptr}, std::pair{"k_ptr", a.k_ptr}, std::pair{"v_ptr", a.v_ptr},
+                           std::pair{"o_ptr", static_cast<const void*>(a.o_ptr)}})
+        if (!aligned(p, 16))
+            return std::string(name) + " must be 16-byte aligned";
+    if (a.has_lse && !aligned(a.lse_ptr, 4))
+        return "lse_ptr must be 4-byte aligned";
+
+    struct Strides { const char* t; int row, head, batch, hdim; };
+    for (const Strides& s : {Strides{"q", a.stride_q, a.nhead_stride_q, a.batch_stride_q, a.hdim_q},
+                             Strides{"k", a.stride_k, a.nhead_stride_k, a.batch_stride_k, a.hdim_q},
+                             Strides{"v", a.stride_v, a.nhead_stride_v, a.batch_stride_v, a.hdim_v},
+                             Strides{"o", a.stride_o, a.nhead_stride_o, a.batch_stride_o, a.hdim_v}})
+    {
+        const std::string t = s.t;
+        if (s.row < s.hdim)
+            return "stride_" + t + " (" + str(s.row) + ") must be >= the head dim (" + str(s.hdim) +
+                   "): rows are contiguous in the last dimension and must not overlap";
+        if (s.head < 0 || s.batch < 0)
+            return "nhead_stride_" + t + " and batch_stride_" + t + " must be >= 0";
+        if (s.row % kVecElems || s.head % kVecElems || s.batch % kVecElems)
+            return "stride_" + t + ", nhead_stride_" + t + " and batch_stride_" + t +
+                   " must be multiples of 8 elements (16-byte aligned rows), got " + str(s.row) + ", " +
+                   str(s.head) + ", " + str(s.batch);
+    }
+    if (a.has_lse && (a.nhead_stride_lse < 0 || a.batch_stride_lse < 0))
+        return "nhead_stride_lse and batch_stride_lse must be >= 0";
+    return "";
+}
+
+DType dtype_of(const std::string& s) { return s == "fp16" ? DType::fp16 : DType::bf16; }
+
+FwdParams make_params(const aiter::mha_fwd_args& a)
+{
+    FwdParams p{};
+    p.q = a.q_ptr;
+    p.k = a.k_ptr;
+    p.v = a.v_ptr;
+    p.o = a.o_ptr;
+    p.lse = a.has_lse ? static_cast<float*>(a.lse_ptr) : nullptr;
+    p.q_row_stride = a.stride_q, p.q_head_stride = a.nhead_stride_q, p.q_batch_stride = a.batch_stride_q;
+    p.k_row_stride = a.stride_k, p.k_head_stride = a.nhead_stride_k, p.k_batch_stride = a.batch_stride_k;
+    p.v_row_stride = a.stride_v, p.v_head_stride = a.nhead_stride_v, p.v_batch_stride = a.batch_stride_v;
+    p.o_row_stride = a.stride_o, p.o_head_stride = a.nhead_stride_o, p.o_batch_stride = a.batch_stride_o;
+    p.lse_head_stride = a.nhead_stride_lse, p.lse_batch_stride = a.batch_stride_lse;
+    p.batch = a.batch, p.nhead_q = a.nhead_q, p.nhead_k = a.nhead_k, p.head_ratio = a.nhead_q / a.nhead_k;
+    p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k, p.hdim_q = a.hdim_q, p.hdim_v = a.hdim_v;
+    p.scale = a.scale_s;
+    p.scale_log2 = a.scale_s * kLog2e;
+    if (a.mask_type == 1 || a.mask_type == 2)
+        p.mask = MaskParams{a.window_size_left, a.window_size_right, a.mask_type == 2};
+    return p;
+}
+
+// The compute capability of the current device, or an error reason.
+std::string current_cc(int& cc)
+{
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    int major = 0, minor = 0;
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess)
+        return cuda_error_reason("no usable CUDA device", err);
+    cc = major * 10 + minor;
+    return "";
+}
+
+bool arch_built(int cc)
+{
+    for (int i = 0; i < kBuildInfo.num_archs; ++i)
+        if (kBuildInfo.arch_ccs[i] == cc)
+            return true;
+    return false;
+}
+
+// The instance of `family` that serves the call: the smallest head dim covering both hdims. `missing` gets a reason
+// when that instance is known to the generator but not built, or when no instance covers the call at all.
+const FwdInstance* find_instance(Family family, DType dt, int hdim, std::string& missing)
+{
+    const FwdInstance* best = nullptr;
+    for (int i = 0; i < kNumFwdInstances; ++i)
+    {
+        const FwdInstance& in = kFwdInstances[i];
+        if (in.family == family && in.dtype == dt && in.hdim >= hdim && (!best || in.hdim < best->hdim))
+            best = &in;
+    }
+    if (best == nullptr)
+    {
+        missing = "no instance covers head dim " + str(hdim) + " for this dtype";
+        return nullptr;
+    }
+    if (best->launch == nullptr)
+    {
+        missing = std::string("instance ") + best->name + " is not in this build; rebuild with `python3 compile.py " +
+                  best->compile_hint + "` (or --preset all)";
+        return nullptr;
+    }
+    return best;
+}
+
+// The asm instance that would run this call, or nullptr with the reason in `why_not`. The asm family covers
+// no mask, bottom-right causal, and top-left causal when seqlen_q == seqlen_k (the same mask), on sm_90 only.
+const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, int hdim, std::string& why_not)
+{
+    if (!a.use_asm_v3)
+    {
+        why_not = "use_asm_v3 is not set";
+        return nullptr;
+    }
+    const bool causal = (a.mask_type == 2 || (a.mask_type == 1 && a.seqlen_q == a.seqlen_k)) &&
+                        a.window_size_left == -1 && a.window_size_right == 0;
+    if (a.mask_type != 0 && !causal)
+    {
+        why_not = "only no mask and causal masks are covered";
+        return nullptr;
+    }
+    int cc = 0;
+    if (std::string why = current_cc(cc); !why.empty() || cc != 90)
+    {
+        why_not = why.empty() ? "the GPU is sm_" + str(cc) + ", not sm_90" : why;
+        return nullptr;
+    }
+    const FwdInstance* in = find_instance(Family::asm_v3, dt, hdim, why_not);
+    if (in != nullptr && !arch_built(90))
+    {
+        why_not = "this library was built without sm_90a";
+        return nullptr;
+    }
+    return in;
+}
+
+} // namespace
+} // namespace mha
+
+namespace aiter {
+
+float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
+{
+    using namespace mha;
+    mha_set_last_error("");
+    if (std::string why = invalid_argument(args); !why.empty())
+        return fail("mha_fwd: invalid argument: " + why);
+    if (std::string why = unsupported_feature(args); !why.empty())
+        return fail("mha_fwd: " + why);
+
+    const DType dt   = dtype_of(args.data_type);
+    const int hdim   = args.hdim_q > args.hdim_v ? args.hdim_q : args.hdim_v;
+
+    // asm ("v3") first when asked for, as AITER does; v3_api_check only answers whether it would run.
+    if (args.use_asm_v3 || args.v3_api_check)
+    {
+        std::string why_not;
+        const FwdInstance* in = asm_instance(args, dt, hdim, why_not);
+        if (args.v3_api_check)
+        {
+            if (in == nullptr)
+                return fail("mha_fwd: v3_api_check: the asm (sm90a) family does not cover this call: " + why_not);
+            mha_set_last_kernel_name(in->name);
+            return 1.f;
+        }
+        if (in != nullptr)
+        {
+            mha_set_last_kernel_name(in->name);
+            if (args.seqlen_q == 0)
+                return 0.f;
+            const FwdParams p = make_params(args);
+            return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
+        }
+        // otherwise fall back to ck
+    }
+
+    std::string missing;
+    const FwdInstance* in = find_instance(Family::ck, dt, hdim, missing);
+    if (in == nullptr)
+        return fail("mha_fwd: no ck forward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
+                    " hdim_v=" + str(args.hdim_v) + ": " + missing);
+    int cc = 0;
+    if (std::string why = current_cc(cc); !why.empty())
+        return fail("mha_fwd: " + why);
+    if (!arch_built(cc))
+        return fail("mha_fwd: this library was built for " + std::string(kBuildInfo.archs) +
+                    " but the GPU is sm_" + str(cc) + "; rebuild with `python3 compile.py --arch sm_" + str(cc) +
+                    (cc == 90 ? "a`" : "`"));
+
+    mha_set_last_kernel_name(in->name);
+    if (args.seqlen_q == 0)
+        return 0.f; // nothing to compute; O and LSE are empty
+    const FwdParams p = make_params(args);
+    return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
+}
+
+float mha_fwd_splitkv(mha_fwd_splitkv_args, const ck_tile::stream_config&, std::string, bool, mask_enum, bias_enum,
+                      bool, bool)
+{
+    mha_set_last_error("");
+    return mha::fail("mha_fwd_splitkv: split-KV / paged-KV kernels are not built yet");
+}
+
+float mha_batch_prefill(mha_batch_prefill_args, const ck_tile::stream_config&, std::string, bool, mask_enum,
+                        bias_enum, bool, quant_scale_enum, bool)
+{
+    mha_set_last_error("");
+    return mha::fail("mha_batch_prefill: paged batch-prefill kernels are not built yet");
+}
+
+} // namespace aiter

@@ -1,0 +1,41 @@
+#pragma once
+// The flat instance tables that csrc/codegen/generate.py writes (build/gen/*_table.cpp): one row per kernel instance
+// the generator knows, built or not. A row whose launch function is null was filtered out of this build; its
+// compile hint names the compile.py option that adds it. csrc/api is the only code that reads these tables.
+
+#include "../common/fwd_params.h"
+
+#include <cuda_runtime_api.h>
+
+namespace mha {
+
+enum class Family : int
+{
+    ck      = 0, // CuTe mma.sync tile kernels, sm_80 and newer
+    asm_v3  = 1, // Hopper-only TMA + wgmma kernels (sm_90a)
+};
+
+using FwdLaunchFn = cudaError_t (*)(const FwdParams&, cudaStream_t);
+
+struct FwdInstance
+{
+    Family family;
+    DType dtype;
+    int hdim;                 // serves every call with max(hdim_q, hdim_v) <= hdim (smaller ones are zero-padded)
+    const char* name;         // kernel name printed by -kname / log_level_
+    const char* compile_hint; // compile.py options that build this instance
+    FwdLaunchFn launch;       // nullptr: not in this build
+};
+
+struct BuildInfo
+{
+    const char* archs;        // e.g. "sm_80,sm_90a"
+    const int* arch_ccs;      // compute capabilities built, e.g. {80, 90}
+    int num_archs;
+};
+
+extern const FwdInstance kFwdInstances[];
+extern const int kNumFwdInstances;
+extern const BuildInfo kBuildInfo;
+
+} // namespace mha

@@ -1,0 +1,200 @@
+#pragma once
+// Building blocks of the ck forward mainloop: predicated global->shared tile copies, the two register-level GEMMs
+// (S = Q K^T from shared memory, O += P V with P in registers), accumulator re-views, and the online softmax.
+
+#include <cute/tensor.hpp>
+#include <cmath>
+
+namespace mha::ck {
+
+using namespace cute;
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Global -> shared copies. `tS`/`tD` are (CPY, CPY_M, CPY_K) partitions of one tile, `tC` the matching identity
+// coordinates. Rows at or past `rows_left` and column chunks at or past `cols_left` are zero-filled in shared memory
+// (never read from global), so a partial tile at the end of a sequence or a head dim below the instance's is safe.
+// ---------------------------------------------------------------------------------------------------------------
+template <typename TiledCopy, typename TS, typename TD, typename TC>
+__device__ __forceinline__ void copy_tile_pred(TiledCopy const& tiled_copy, TS const& tS, TD& tD, TC const& tC,
+                                               int rows_left, int cols_left)
+{
+    CUTE_UNROLL
+    for (int m = 0; m < size<1>(tS); ++m)
+    {
+        const bool row_ok = get<0>(tC(0, m, 0)) < rows_left;
+        CUTE_UNROLL
+        for (int k = 0; k < size<2>(tS); ++k)
+        {
+            if (row_ok && get<1>(tC(0, m, k)) < cols_left)
+                cute::copy(tiled_copy, tS(_, m, k), tD(_, m, k));
+            else
+                cute::clear(tD(_, m, k));
+        }
+    }
+}
+
+// Shared -> global for the output tile; rows/columns outside the sequence or head dim are not written.
+template <typename TiledCopy, typename TS, typename TD, typename TC>
+__device__ __forceinline__ void store_tile_pred(TiledCopy const& tiled_copy, TS const& tS, TD& tD, TC const& tC,
+                                                int rows_left, int cols_left)
+{
+    CUTE_UNROLL
+    for (int m = 0; m < size<1>(tS); ++m)
+    {
+        if (get<0>(tC(0, m, 0)) < rows_left)
+        {
+            CUTE_UNROLL
+            for (int k = 0; k < size<2>(tS); ++k)
+                if (get<1>(tC(0, m, k)) < cols_left)
+                    cute::copy(tiled_copy, tS(_, m, k), tD(_, m, k));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GEMMs. Operands come from shared memory through ldmatrix, one 16-wide k slice ahead of the MMAs that use it.
+// ---------------------------------------------------------------------------------------------------------------
+template <typename Acc, typename RA, typename RB, typename SA, typename SB, typename TiledMma, typename CopyA,
+          typename CopyB, typename ThrCopyA, typename ThrCopyB>
+__device__ __forceinline__ void gemm_smem_smem(Acc& acc, RA& tCrA, RB& tCrB, SA const& tCsA, SB const& tCsB,
+                                               TiledMma const& tiled_mma, CopyA const& copy_a, CopyB const& copy_b,
+                                               ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b)
+{
+    Tensor tCrA_view = thr_copy_a.retile_D(tCrA);
+    Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
+    cute::copy(copy_a, tCsA(_, _, _0{}), tCrA_view(_, _, _0{}));
+    cute::copy(copy_b, tCsB(_, _, _0{}), tCrB_view(_, _, _0{}));
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(tCrA); ++k)
+    {
+        if (k < size<2>(tCrA) - 1)
+        {
+            cute::copy(copy_a, tCsA(_, _, k + 1), tCrA_view(_, _, k + 1));
+            cute::copy(copy_b, tCsB(_, _, k + 1), tCrB_view(_, _, k + 1));
+        }
+        cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+    }
+}
+
+template <typename Acc, typename RA, typename RB, typename SB, typename TiledMma, typename CopyB, typename ThrCopyB>
+__device__ __forceinline__ void gemm_reg_smem(Acc& acc, RA const& tCrA, RB& tCrB, SB const& tCsB,
+                                              TiledMma const& tiled_mma, CopyB const& copy_b,
+                                              ThrCopyB const& thr_copy_b)
+{
+    Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(tCrA); ++k)
+    {
+        cute::copy(copy_b, tCsB(_, _, k), tCrB_view(_, _, k));
+        cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Accumulator views. An SM80 m16n8 accumulator fragment is ((2 cols, 2 rows), MMA_M, MMA_N) per thread: row r of
+// an MMA tile is held by lanes 4*(r%8)..4*(r%8)+3, rows r and r+8 by the same thread.
+// ---------------------------------------------------------------------------------------------------------------
+// ((2,2), M, N) -> (rows = (2, M), cols = (2, N))
+template <typename Layout>
+__device__ __forceinline__ auto acc_rowcol_layout(Layout l)
+{
+    return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<2>(l)));
+}
+
+// ((2,2), M, N) accumulator of two adjacent n8 tiles -> ((2,2,2), M, N/2): the A-operand layout of m16n8k16, so the
+// probabilities P feed the second GEMM straight from registers.
+template <typename Layout>
+__device__ __forceinline__ auto acc_to_a_operand_layout(Layout l)
+{
+    auto d = logical_divide(l, Shape<Underscore, Underscore, _2>{}); // ((2,2), M, (2, N/2))
+    return make_layout(make_layout(get<0>(d), get<2, 0>(d)), get<1>(d), get<2, 1>(d));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Online softmax over the rows this thread holds (kRows of them). Each row is spread over a quad of 4 lanes.
+// ---------------------------------------------------------------------------------------------------------------
+__device__ __forceinline__ float quad_max(float x)
+{
+    x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x)
+{
+    x += __shfl_xor_sync(0xffffffff, x, 1);
+    return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
+template <int kRows>
+struct OnlineSoftmax
+{
+    float row_max[kRows]; // running max of the raw (unscaled) scores
+    float row_sum[kRows]; // this thread's partial sum of exp2(score*scale_log2 - max*scale_log2)
+
+    __device__ __forceinline__ OnlineSoftmax()
+    {
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r)
+        {
+            row_max[r] = -INFINITY;
+            row_sum[r] = 0.f;
+        }
+    }
+
+    // s: (rows, cols) view of the score accumulator, overwritten by the unnormalised probabilities.
+    // o: (rows, cols) view of the output accumulator, rescaled by exp(old_max - new_max).
+    template <bool kFirst, typename TS, typename TO>
+    __device__ __forceinline__ void update(TS& s, TO& o, float scale_log2)
+    {
+        static_assert(decltype(size<0>(s))::value == kRows);
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r)
+        {
+            float m = row_max[r];
+            CUTE_UNROLL
+            for (int c = 0; c < size<1>(s); ++c)
+                m = fmaxf(m, s(r, c));
+            m = quad_max(m);
+            // A row with nothing visible yet keeps max = -inf; shift by 0 so exp2(-inf) = 0 instead of NaN.
+            const float shift = m == -INFINITY ? 0.f : m * scale_log2;
+            if (!kFirst)
+            {
+                const float corr = exp2f(row_max[r] * scale_log2 - shift);
+                row_sum[r] *= corr;
+                CUTE_UNROLL
+                for (int c = 0; c < size<1>(o); ++c)
+                    o(r, c) *= corr;
+            }
+            row_max[r] = m;
+            float sum = 0.f;
+            CUTE_UNROLL
+            for (int c = 0; c < size<1>(s); ++c)
+            {
+                s(r, c) = exp2f(s(r, c) * scale_log2 - shift);
+                sum += s(r, c);
+            }
+            row_sum[r] += sum;
+        }
+    }
+
+    // Normalises o in place and returns each row's natural-log LSE (-inf for a row that saw no key; its O is 0).
+    template <typename TO>
+    __device__ __forceinline__ void finalize(TO& o, float scale, float (&lse)[kRows])
+    {
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r)
+        {
+            const float sum = quad_sum(row_sum[r]);
+            const bool empty = sum == 0.f || sum != sum;
+            const float inv = empty ? 0.f : 1.f / sum;
+            lse[r] = empty ? -INFINITY : row_max[r] * scale + logf(sum);
+            CUTE_UNROLL
+            for (int c = 0; c < size<1>(o); ++c)
+                o(r, c) *= inv;
+        }
+    }
+};
+
+} // namespace mha::ck

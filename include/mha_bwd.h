@@ -1,0 +1,117 @@
+#pragma once
+// Public backward API, source-compatible with AITER HEAD's csrc/include/mha_bwd.h (hipStream_t -> cudaStream_t):
+// aiter::mha_bwd_args with the workspace_alloc / pinned_host_alloc callbacks, and aiter::mha_bwd. Link libmha_bwd.so.
+// Same return contract as mha_fwd.h; aiter::mha_get_last_error() (declared there) gives the reason for a negative one.
+
+#include "mha_fwd.h"
+
+#include <functional>
+#include <memory>
+
+namespace aiter {
+
+struct mha_bwd_args
+{
+    // aiter control
+    bool use_asm_v3;
+    bool v3_atomic_fp32; // dq accumulation: fp32 atomics (1) or fp16/bf16 atomics (0)
+    int v3_bf16_cvt;     // 0 RTNE, 1 RTNA, 2 RTZ
+    bool v3_api_check;
+
+    // traits
+    int hdim_q;
+    int hdim_v;
+    std::string data_type;
+    bool is_group_mode;
+    int mask_type; // 0: no mask 1: top_left_causal 2: bottom_right_causal 3: window_generic
+    int bias_type; // 0: no bias, 1: elementwise bias, 2: alibi
+    bool has_dbias;
+    bool has_dropout;
+    bool is_store_randval;
+    bool is_deterministic;
+
+    // pointers
+    const void* q_ptr;
+    const void* k_ptr;
+    const void* v_ptr;
+    const void* bias_ptr;
+    const void* o_ptr;
+    const void* lse_ptr;
+    const void* do_ptr;
+    void* d_ptr; // fp32 [b, h, s_q] workspace for D = rowsum(dO * O)
+    void* rand_val_ptr;
+    void* dq_ptr;
+    void* dk_ptr; // nhead_q heads; the caller reduces over the GQA group
+    void* dv_ptr;
+    void* dbias_ptr;
+
+    const void* sink_ptr   = nullptr; // sink scores [batch, nhead] log-space, fp32
+    void* d_sink_ptr       = nullptr; // [nhead]
+
+    const void* seqstart_q_ptr  = nullptr;
+    const void* seqstart_k_ptr  = nullptr;
+    const void* seqlen_q_ptr    = nullptr;
+    const void* seqlen_k_ptr    = nullptr;
+    const void* cu_seqlen_q_ptr = nullptr;
+    const void* cu_seqlen_k_ptr = nullptr;
+
+    int seqlen_q;
+    int seqlen_k;
+    int batch;
+    int max_seqlen_q;
+    int max_seqlen_k;
+    int nhead_q;
+    int nhead_k;
+    float scale;
+
+    int stride_q;
+    int stride_k;
+    int stride_v;
+    int stride_bias;
+    int stride_o;
+    int stride_randval;
+    int stride_do;
+    int stride_dq;
+    int stride_dk;
+    int stride_dv;
+    int stride_dbias;
+    int nhead_stride_q;
+    int nhead_stride_k;
+    int nhead_stride_v;
+    int nhead_stride_bias;
+    int nhead_stride_o;
+    int nhead_stride_randval;
+    int nhead_stride_do;
+    int nhead_stride_lsed; // shared by LSE and D
+    int nhead_stride_dq;
+    int nhead_stride_dk;
+    int nhead_stride_dv;
+    int nhead_stride_dbias;
+    int batch_stride_q;
+    int batch_stride_k;
+    int batch_stride_v;
+    int batch_stride_bias;
+    int batch_stride_o;
+    int batch_stride_randval;
+    int batch_stride_do;
+    int batch_stride_lsed;
+    int batch_stride_dq;
+    int batch_stride_dk;
+    int batch_stride_dv;
+    int batch_stride_dbias;
+
+    int window_size_left;
+    int window_size_right;
+    float p_drop;
+    float p_undrop;
+    drop_seed_offset_t drop_seed_offset;
+
+    // per-call device workspace (dq accumulators); the library never cudaMallocs on its own
+    std::function<void*(size_t bytes, bool zero_init)> workspace_alloc;
+    // required in group mode
+    std::function<std::shared_ptr<void>(size_t bytes)> pinned_host_alloc;
+};
+
+__attribute__((visibility("default"))) float mha_bwd(mha_bwd_args, const ck_tile::stream_config&);
+
+} // namespace aiter
