@@ -1,15 +1,21 @@
 #pragma once
-// Command-line parser of the benchmark executables, behaving like CK's ck_tile::ArgParser (which AITER's benchmarks
+// Command line of the benchmark executables: ArgParser behaves like CK's ck_tile::ArgParser (which AITER's benchmarks
 // use): flags are `-key=value` only, keys are declared with insert(key, default, help) and printed by `-?` in
-// insertion order. Header-only, no CUDA. Used by benchmark_mha_fwd.cpp (and the bwd benchmark).
+// insertion order. Below it, the value grammars both MHA benchmarks share, as CK decodes them: -mask (MaskInfo),
+// -bias (BiasInfo) and enum-like flags (decode_name). Header-only; needs only ck_tile_compat.h for the enums.
+
+#include "ck_tile_compat.h"
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iomanip>
+#include <initializer_list>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -149,5 +155,114 @@ private:
     std::map<std::string, Arg> args_;
     std::vector<std::string> keys_; // insertion order, for the help
 };
+
+// CK's mask_info: the -mask grammar decoded into (mask_type, window_size_left, window_size_right). For 'g:y,x'
+// (window_generic) left/right carry y/x, as in CK.
+struct MaskInfo
+{
+    mask_enum type = mask_enum::no_mask;
+    int left       = -1;
+    int right      = -1;
+
+    static bool decode(const std::string& str, MaskInfo& m)
+    {
+        m            = MaskInfo{};
+        const auto c = str.find(':');
+        if (c == std::string::npos)
+        {
+            if (str == "0")
+                return true;
+            if (str == "1" || str == "t" || str == "2" || str == "b")
+            {
+                m.type  = (str == "1" || str == "t") ? mask_enum::mask_top_left : mask_enum::mask_bottom_right;
+                m.right = 0; // causal: (-1, 0)
+                return true;
+            }
+            return false;
+        }
+        const std::string t = str.substr(0, c);
+        const std::string v = str.substr(c + 1);
+        if (t == "xt" || t == "xb") // xformers window w: w < 0 causal, else w/2 keys left and w-1-w/2 right
+        {
+            const int window = std::atoi(v.c_str());
+            m.type           = t == "xt" ? mask_enum::mask_top_left : mask_enum::mask_bottom_right;
+            m.left           = -1;
+            m.right          = 0;
+            if (window > 0)
+            {
+                m.left  = window / 2;
+                m.right = window - 1 - m.left;
+            }
+            return true;
+        }
+        const auto comma = v.find(',');
+        if (comma == std::string::npos || (t != "t" && t != "b" && t != "g"))
+            return false;
+        m.type  = t == "t" ? mask_enum::mask_top_left
+                  : t == "b" ? mask_enum::mask_bottom_right
+                             : mask_enum::window_generic;
+        m.left  = std::atoi(v.substr(0, comma).c_str());
+        m.right = std::atoi(v.substr(comma + 1).c_str());
+        return true;
+    }
+
+    std::string str() const
+    {
+        std::ostringstream os;
+        switch (type)
+        {
+        case mask_enum::no_mask: os << "n"; break;
+        case mask_enum::mask_top_left: os << "t(" << left << ":" << right << ")"; break;
+        case mask_enum::mask_bottom_right: os << "b(" << left << ":" << right << ")"; break;
+        case mask_enum::window_generic: os << "g(" << left << ":" << right << ")"; break;
+        }
+        return os.str();
+    }
+};
+
+// CK's bias_info: n/0, e/1[:rank], a/2[:rank]; prints n, e[rank], alibi[rank].
+struct BiasInfo
+{
+    bias_enum type = bias_enum::no_bias;
+    int rank_info  = 0;
+
+    static bool decode(const std::string& str, BiasInfo& b)
+    {
+        b            = BiasInfo{};
+        const auto c = str.find(':');
+        if (str == "0" || str == "n")
+            return true;
+        if (str[0] == '1' || str[0] == 'e')
+            b.type = bias_enum::elementwise_bias;
+        else if (str[0] == '2' || str[0] == 'a')
+            b.type = bias_enum::alibi;
+        else
+            return false;
+        if (c != std::string::npos)
+            b.rank_info = std::atoi(str.substr(c + 1).c_str());
+        return true;
+    }
+
+    std::string str() const
+    {
+        std::string s = type == bias_enum::no_bias ? "n" : type == bias_enum::elementwise_bias ? "e" : "alibi";
+        if (type != bias_enum::no_bias && rank_info != 0)
+            s += "[" + std::to_string(rank_info) + "]";
+        return s;
+    }
+};
+
+// Looks `str` up among the spellings of an enum flag.
+template <typename E>
+bool decode_name(const std::string& str, std::initializer_list<std::pair<const char*, E>> names, E& out)
+{
+    for (const auto& [name, value] : names)
+        if (str == name)
+        {
+            out = value;
+            return true;
+        }
+    return false;
+}
 
 } // namespace bench

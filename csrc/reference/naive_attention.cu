@@ -12,10 +12,12 @@
 namespace reference {
 namespace {
 
-constexpr int kThreads        = 128; // threads per block; also the key chunk of pass 2
-constexpr int kWarps          = kThreads / 32;
-constexpr int kMaxColsPerThread = 4; // output columns per thread: hdim_v <= kThreads * 4 = 512
-constexpr int kMaxGridYZ      = 65535;
+constexpr int kThreads          = 128; // threads per block; also the key chunk of pass 2
+constexpr int kWarps            = kThreads / 32;
+constexpr int kMaxColsPerThread = 4;     // output columns per thread
+constexpr int kMaxGridYZ        = 65535; // gridDim.y / gridDim.z limit (heads / batches)
+constexpr size_t kDefaultSmemBytes = 48 * 1024; // above this a kernel must opt in to more dynamic shared memory
+static_assert(kThreads * kMaxColsPerThread == kNaiveMaxHdimV, "one block covers hdim_v up to kNaiveMaxHdimV");
 
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -85,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) naive_attention_fwd_kernel(NaiveAtte
         const int j = j0 + threadIdx.x;
         float p     = 0.f;
         if (j < a.seqlen_k && row_max != -INFINITY && a.mask.visible(row, j, a.seqlen_q, a.seqlen_k))
-            p = __expf(score(j) - row_max);
+            p = expf(score(j) - row_max);
         s_p[threadIdx.x] = p;
         sum_part += p;
         __syncthreads();
@@ -122,42 +124,33 @@ __global__ void __launch_bounds__(kThreads) naive_attention_fwd_kernel(NaiveAtte
         a.lse[out_row] = sum > 0.f ? row_max + logf(sum) : -INFINITY;
 }
 
+template <typename T>
+cudaError_t launch(const NaiveAttentionArgs& args, cudaStream_t stream)
+{
+    const size_t smem_bytes = sizeof(float) * (size_t(args.hdim_q) + kThreads + kWarps);
+    if (smem_bytes > kDefaultSmemBytes)
+    {
+        const cudaError_t e = cudaFuncSetAttribute(naive_attention_fwd_kernel<T>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes));
+        if (e != cudaSuccess)
+            return e;
+    }
+    const dim3 grid(unsigned(args.seqlen_q), unsigned(args.nhead_q), unsigned(args.batch));
+    naive_attention_fwd_kernel<T><<<grid, kThreads, smem_bytes, stream>>>(args);
+    return cudaGetLastError();
+}
+
 } // namespace
 
 cudaError_t naive_attention_fwd(const NaiveAttentionArgs& args, cudaStream_t stream)
 {
     if (args.batch < 0 || args.nhead_q < 1 || args.nhead_k < 1 || args.nhead_q % args.nhead_k != 0 ||
         args.seqlen_q < 0 || args.seqlen_k < 0 || args.hdim_q < 1 || args.hdim_v < 1 ||
-        args.hdim_v > kThreads * kMaxColsPerThread || args.nhead_q > kMaxGridYZ || args.batch > kMaxGridYZ)
+        args.hdim_v > kNaiveMaxHdimV || args.nhead_q > kMaxGridYZ || args.batch > kMaxGridYZ)
         return cudaErrorInvalidValue;
     if (args.batch == 0 || args.seqlen_q == 0)
         return cudaSuccess;
-
-    const size_t smem_bytes = sizeof(float) * (size_t(args.hdim_q) + kThreads + kWarps);
-    const dim3 grid(unsigned(args.seqlen_q), unsigned(args.nhead_q), unsigned(args.batch));
-    if (args.dtype == NaiveDType::fp16)
-    {
-        if (smem_bytes > 48 * 1024)
-        {
-            cudaError_t e = cudaFuncSetAttribute(naive_attention_fwd_kernel<__half>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes));
-            if (e != cudaSuccess)
-                return e;
-        }
-        naive_attention_fwd_kernel<__half><<<grid, kThreads, smem_bytes, stream>>>(args);
-    }
-    else
-    {
-        if (smem_bytes > 48 * 1024)
-        {
-            cudaError_t e = cudaFuncSetAttribute(naive_attention_fwd_kernel<__nv_bfloat16>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes));
-            if (e != cudaSuccess)
-                return e;
-        }
-        naive_attention_fwd_kernel<__nv_bfloat16><<<grid, kThreads, smem_bytes, stream>>>(args);
-    }
-    return cudaGetLastError();
+    return args.dtype == NaiveDType::fp16 ? launch<__half>(args, stream) : launch<__nv_bfloat16>(args, stream);
 }
 
 } // namespace reference

@@ -17,6 +17,8 @@ enum class NaiveDType : int
     bf16 = 1,
 };
 
+constexpr int kNaiveMaxHdimV = 512; // each of the 128 threads of a block owns at most 4 output columns
+
 struct NaiveAttentionArgs
 {
     NaiveDType dtype;
@@ -31,7 +33,7 @@ struct NaiveAttentionArgs
     MaskSpec mask;
 };
 
-// Enqueues the kernel on `stream`. cudaErrorInvalidValue for shapes it does not cover (hdim_v > 512, batch or nhead_q
+// Enqueues the kernel on `stream`. cudaErrorInvalidValue for shapes it does not cover (hdim_v > kNaiveMaxHdimV, batch or nhead_q
 // above 65535, nhead_q not a multiple of nhead_k); otherwise the launch error.
 cudaError_t naive_attention_fwd(const NaiveAttentionArgs& args, cudaStream_t stream);
 

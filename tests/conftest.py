@@ -1,0 +1,66 @@
+"""Shared set-up: where the built libraries are, and whether a GPU is there.
+
+Before collection (the binding tests import aiter_mha at module load), pytest_configure finds a build: MHA_BUILD_DIR
+or the repository root when they already hold one (the GPU machine builds there with build_mha.sh); otherwise it
+builds the `ci` preset for sm_90a into a temporary directory (no GPU needed) and points MHA_BUILD_DIR at it. The
+`built` fixture returns that directory, or skips with the reason the build could not be made.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+_BUILD = {"dir": None, "why": ""}
+
+
+def _has_build(d):
+    return all(os.path.exists(os.path.join(d, f)) for f in ("libmha_fwd.so", "libmha_bwd.so", "benchmark_mha_fwd"))
+
+
+def gpu_available():
+    """(True, "") when an NVIDIA GPU is usable, else (False, reason)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False, "no GPU on this machine (nvidia-smi not found)"
+    r = subprocess.run([smi, "-L"], capture_output=True, text=True)
+    if r.returncode != 0 or "GPU" not in r.stdout:
+        return False, "no GPU on this machine (nvidia-smi -L lists none)"
+    return True, ""
+
+
+def _ensure_build():
+    for d in (os.environ.get("MHA_BUILD_DIR"), ROOT):
+        if d and _has_build(d):
+            return d, ""
+    if shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"):
+        return None, "nvcc not found: cannot build the libraries"
+    d = tempfile.mkdtemp(prefix="mha_ci_build_")
+    env = dict(os.environ, MHA_COMPILE_ARGS="--preset ci --arch sm_90a",
+               MHA_BENCH_GENCODE="-gencode=arch=compute_90a,code=sm_90a")
+    env["PATH"] = env.get("PATH", "") + ":/usr/local/cuda/bin"
+    r = subprocess.run(["bash", os.path.join(ROOT, "build_mha.sh"), "all"], cwd=d, env=env, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        return None, f"ci-preset build failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    return d, ""
+
+
+def pytest_configure(config):
+    _BUILD["dir"], _BUILD["why"] = _ensure_build()
+    if _BUILD["dir"]:
+        os.environ["MHA_BUILD_DIR"] = _BUILD["dir"]
+
+
+@pytest.fixture(scope="session")
+def built():
+    if _BUILD["dir"] is None:
+        if "build failed" in _BUILD["why"]:
+            pytest.fail(_BUILD["why"])
+        pytest.skip(_BUILD["why"])
+    return _BUILD["dir"]

@@ -1,0 +1,70 @@
+// A consumer that includes only the public headers (no CUTLASS, no nvcc) and links libmha_fwd.so / libmha_bwd.so.
+// It makes invalid calls and prints "<case> <return value> <reason>" per line; tests/test_api_cpu.py checks them.
+// Nothing here touches the GPU: every case must be rejected before any CUDA call.
+#include "mha_bwd.h"
+#include "mha_fwd.h"
+
+#include <cstdio>
+#include <functional>
+
+static aiter::mha_fwd_args valid_args()
+{
+    static char buf[1024] __attribute__((aligned(16)));
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16";
+    a.q_ptr = a.k_ptr = a.v_ptr = buf;
+    a.o_ptr = buf;
+    a.lse_ptr = buf;
+    a.seqlen_q = 128, a.seqlen_k = 128, a.batch = 2, a.max_seqlen_q = 128;
+    a.hdim_q = a.hdim_v = 128, a.nhead_q = 8, a.nhead_k = 8;
+    a.scale_s = 0.088f;
+    a.stride_q = a.stride_k = a.stride_v = a.stride_o = 128;
+    a.nhead_stride_q = a.nhead_stride_k = a.nhead_stride_v = a.nhead_stride_o = 128 * 128;
+    a.batch_stride_q = a.batch_stride_k = a.batch_stride_v = a.batch_stride_o = 8 * 128 * 128;
+    a.nhead_stride_lse = 128, a.batch_stride_lse = 8 * 128;
+    a.window_size_left = -1, a.window_size_right = -1;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{1, 0};
+    return a;
+}
+
+static void run(const char* name, const std::function<void(aiter::mha_fwd_args&)>& edit)
+{
+    aiter::mha_fwd_args a = valid_args();
+    edit(a);
+    const float r = aiter::mha_fwd(a, ck_tile::stream_config{});
+    std::printf("%s %g %s\n", name, r, aiter::mha_get_last_error());
+}
+
+int main()
+{
+    run("valid", [](auto&) {});
+    run("head_ratio", [](auto& a) { a.nhead_q = 3, a.nhead_k = 2; });
+    run("hdim_zero", [](auto& a) { a.hdim_q = 0; });
+    run("hdim_big", [](auto& a) { a.hdim_v = 264; });
+    run("hdim_odd", [](auto& a) { a.hdim_q = 100; });
+    run("mask_bad", [](auto& a) { a.mask_type = 9; });
+    run("bias_bad", [](auto& a) { a.bias_type = 7; });
+    run("null_q", [](auto& a) { a.q_ptr = nullptr; });
+    run("null_lse", [](auto& a) { a.has_lse = true, a.lse_ptr = nullptr; });
+    run("neg_seqlen", [](auto& a) { a.seqlen_k = -1; });
+    run("batch_zero", [](auto& a) { a.batch = 0; });
+    run("stride_small", [](auto& a) { a.stride_q = 64; });
+    run("stride_misaligned", [](auto& a) { a.nhead_stride_k = 100; });
+    run("misaligned_ptr", [](auto& a) { a.v_ptr = static_cast<const char*>(a.v_ptr) + 2; });
+    run("bad_dtype", [](auto& a) { a.data_type = "fp32"; });
+    run("scale_neg", [](auto& a) { a.scale_s = -1.f; });
+    run("window_bad", [](auto& a) { a.mask_type = 1, a.window_size_left = -5; });
+    run("group_mode", [](auto& a) { a.is_group_mode = true; });
+    run("dropout", [](auto& a) { a.p_drop = 0.2f; });
+    run("v3_check", [](auto& a) { a.use_asm_v3 = true, a.v3_api_check = true; });
+
+    aiter::mha_bwd_args b{};
+    b.is_group_mode = true;
+    const float rb = aiter::mha_bwd(b, ck_tile::stream_config{});
+    std::printf("bwd_group %g %s\n", rb, aiter::mha_get_last_error());
+    aiter::mha_fwd_splitkv_args s{};
+    const float rs = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false, mask_enum::no_mask,
+                                           bias_enum::no_bias, false);
+    std::printf("splitkv %g %s\n", rs, aiter::mha_get_last_error());
+    return 0;
+}

@@ -1,0 +1,104 @@
+"""The public headers and the argument validation, without a GPU: a g++ -std=c++17 consumer that includes only
+include/ and the CUDA runtime headers links libmha_fwd.so, and every invalid call returns -1 with a readable reason
+before any CUDA call. Also `benchmark_mha_fwd -?` and its error exits."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT, gpu_available
+
+CUDA_INC = "/usr/local/cuda/include"
+
+EXPECTED = {
+    "head_ratio": "must be a positive multiple of nhead_k",
+    "hdim_zero": "hdim_q must be a multiple of 8 in [8, 256]",
+    "hdim_big": "hdim_v must be a multiple of 8 in [8, 256]",
+    "hdim_odd": "hdim_q must be a multiple of 8",
+    "mask_bad": "mask_type must be 0 (none)",
+    "bias_bad": "bias_type must be 0 (none)",
+    "null_q": "q_ptr and o_ptr must not be null",
+    "null_lse": "has_lse is set but lse_ptr is null",
+    "neg_seqlen": "seqlen_q and seqlen_k must be >= 0",
+    "batch_zero": "batch must be in [1, 65535]",
+    "stride_small": "stride_q (64) must be >= the head dim (128)",
+    "stride_misaligned": "must be multiples of 8 elements",
+    "misaligned_ptr": "v_ptr must be 16-byte aligned",
+    "bad_dtype": "data_type 'fp32' is not supported",
+    "scale_neg": "scale_s must be finite and > 0",
+    "window_bad": "window_size_left/right must be >= -1",
+    "group_mode": "group (varlen) mode is not supported yet",
+    "dropout": "dropout (p_drop > 0) is not supported yet",
+    "v3_check": "v3_api_check",
+    "bwd_group": "group mode requires pinned_host_alloc callback",
+    "splitkv": "not built yet",
+}
+
+
+@pytest.fixture(scope="module")
+def consumer(built, tmp_path_factory):
+    gxx = shutil.which("g++")
+    if gxx is None or not os.path.isdir(CUDA_INC):
+        pytest.skip("g++ or the CUDA runtime headers are missing")
+    exe = str(tmp_path_factory.mktemp("consumer") / "consumer")
+    cmd = [gxx, "-std=c++17", "-Wall", "-Werror", "-I", os.path.join(ROOT, "include"), "-I", CUDA_INC,
+           os.path.join(ROOT, "tests", "cpp", "consumer.cpp"), "-L", built, "-lmha_fwd", "-lmha_bwd",
+           f"-Wl,-rpath,{built}", "-o", exe]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"header-only consumer failed to build:\n{r.stderr}"
+    return exe
+
+
+def test_headers_need_no_cutlass():
+    for h in ("mha_fwd.h", "mha_bwd.h", "ck_tile_compat.h"):
+        includes = [l for l in open(os.path.join(ROOT, "include", h)) if l.lstrip().startswith("#include")]
+        assert not [l for l in includes if "cute" in l or "cutlass" in l], includes
+
+
+def test_invalid_calls_return_minus_one_with_reason(consumer):
+    out = subprocess.run([consumer], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = {}
+    for line in out.stdout.splitlines():
+        name, ret, reason = line.split(" ", 2)
+        rows[name] = (float(ret), reason)
+    for name, needle in EXPECTED.items():
+        ret, reason = rows[name]
+        assert ret == -1, f"{name}: returned {ret}"
+        assert needle in reason, f"{name}: reason was {reason!r}"
+    has_gpu, _ = gpu_available()
+    if not has_gpu:  # a well-formed call reaches the device query and says there is no GPU
+        ret, reason = rows["valid"]
+        assert ret == -1 and "no usable CUDA device" in reason
+
+
+def bench(built, *args):
+    return subprocess.run([os.path.join(built, "benchmark_mha_fwd"), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_benchmark_help_works_anywhere(built):
+    r = bench(built, "-?")
+    assert r.returncode == 255  # main returns -1, as AITER's
+    for flag in ("-v", "-mode", "-b", "-h_k", "-s_kpad", "-d_v", "-scale_s", "-iperm", "-operm", "-bias", "-prec",
+                 "-mask", "-lse", "-kname", "-init", "-seed", "-p_drop", "-drop_prefs", "-num_splits",
+                 "-page_block_size", "-cache_batch_idx", "-warmup", "-repeat", "-fwd_v3", "-is_v3_check"):
+        assert f" {flag} " in r.stdout, f"{flag} missing from help"
+    assert "(default:3328)" in r.stdout and "(default:fp16)" in r.stdout
+
+
+def test_benchmark_rejects_unknown_flag_and_precision(built):
+    r = bench(built, "-nosuch=1")
+    assert r.returncode != 0 and "no such arg" in r.stdout + r.stderr
+    r = bench(built, "-prec=fp32")
+    assert r.returncode == 253  # -3, as AITER's
+
+
+def test_benchmark_without_gpu_says_so(built):
+    has_gpu, _ = gpu_available()
+    if has_gpu:
+        pytest.skip("a GPU is present; this checks the no-GPU message")
+    r = bench(built, "-s=128")
+    assert r.returncode != 0
+    assert "no CUDA GPU" in r.stderr

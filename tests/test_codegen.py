@@ -1,0 +1,95 @@
+"""The generator and compile.py without a GPU: instance list, filters, generated tables, --list and error messages."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "csrc", "codegen"))
+import generate as gen  # noqa: E402
+
+
+def run_compile(*args, cwd=None, env=None):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "compile.py"), *args], cwd=cwd, capture_output=True,
+                          text=True, env=env)
+
+
+def test_instance_names_are_unique_and_complete():
+    inst = gen.all_instances()
+    names = [i.name for i in inst]
+    assert len(names) == len(set(names))
+    assert {(i.dtype, i.hdim) for i in inst if i.api == "fwd"} == {(d, h) for d in ("fp16", "bf16") for h in (64, 128)}
+
+
+def test_filters_select_the_expected_instances():
+    inst = gen.all_instances()
+    assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], [128], "")] == ["fmha_fwd_ck_bf16_d128_b128x64_w4"]
+    assert len(gen.select(inst, None, None, None, "*fp16*")) == 2
+    assert gen.select(inst, ["bwd"], None, None, "") == []
+
+
+def test_table_keeps_unbuilt_rows_with_a_hint():
+    inst = gen.all_instances()
+    chosen = gen.select(inst, ["fwd"], ["bf16"], [128], "")
+    text = gen.fwd_table_source(inst, chosen, ["sm_90a"])
+    assert text.count("nullptr") == 3  # three known instances not built
+    assert "&mha::gen::launch_fwd_ck_bf16_d128" in text
+    assert '"--api fwd --dtypes fp16 --hdims 64"' in text
+    assert '"sm_90a", kArchCcs, 1' in text
+
+
+def test_write_if_changed_keeps_timestamp(tmp_path):
+    p = tmp_path / "a" / "x.cu"
+    gen.write_if_changed(str(p), "x")
+    os.utime(p, (1, 1))
+    gen.write_if_changed(str(p), "x")
+    assert os.path.getmtime(p) == 1
+    gen.write_if_changed(str(p), "y")
+    assert p.read_text() == "y"
+
+
+def test_list_prints_instances_and_support_table():
+    r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert "instances: 1 selected of 4 known" in r.stdout
+    assert "[x] fmha_fwd_ck_bf16_d128_b128x64_w4" in r.stdout
+    assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--api", "nope"], "unknown api 'nope'"),
+    (["--dtypes", "fp32"], "unknown dtype 'fp32'"),
+    (["--hdims", "96"], "unknown hdim 96"),
+    (["--hdims", "x"], "--hdims takes integers"),
+    (["--arch", "sm_70"], "unknown arch 'sm_70'"),
+])
+def test_bad_options_fail_with_a_reason(args, message):
+    r = run_compile("--list", *args)
+    assert r.returncode == 2
+    assert message in r.stderr
+
+
+def test_missing_nvcc_and_cutlass_are_explained(tmp_path):
+    env = dict(os.environ, PATH="/usr/bin:/bin", NVCC="", CUDA_HOME=str(tmp_path))
+    r = run_compile("--preset", "ci", "--arch", "sm_90a", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "nvcc not found" in r.stderr
+    nvcc = "/usr/local/cuda/bin/nvcc"
+    if not os.path.exists(nvcc):
+        pytest.skip("no nvcc here to get past the nvcc check")
+    fake_site = tmp_path / "site"
+    fake_site.mkdir()
+    code = ("import sys, runpy, importlib.util; importlib.util.find_spec = lambda n, *a: None; "
+            "sys.argv = ['compile.py', '--preset', 'ci', '--arch', 'sm_90a']; "
+            "runpy.run_path(%r, run_name='__main__')" % os.path.join(ROOT, "compile.py"))
+    env = dict(os.environ, NVCC=nvcc, CUTLASS_DIR=str(tmp_path / "nowhere"))
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "pip install nvidia-cutlass==" in r.stderr
+
+
+def test_compile_py_never_imports_torch():
+    code = ("import runpy, sys; sys.argv = ['compile.py', '--list']\n"
+            "try:\n    runpy.run_path(%r, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules, 'compile.py imported torch'" % os.path.join(ROOT, "compile.py"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

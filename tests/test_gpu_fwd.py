@@ -1,0 +1,379 @@
+"""GPU correctness of aiter_mha.mha_fwd (the DLPack binding of aiter::mha_fwd) against an fp64 reference, with
+FlashAttention's bar: max|out - ref| <= 2 * max|naive_same_precision - ref| + 1e-5 (design.md). Covers dtype x hdim x
+mask x awkward shapes x MQA/GQA, bhsd views, LSE, NaN-poisoned and strided outputs, DLPack interop, streams and
+invalid input. torch is only the test's reference and tensor factory; the module under test never imports it.
+"""
+import math
+import os
+import random
+import sys
+import zlib
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the GPU tests use torch as the reference implementation")
+if not torch.cuda.is_available():
+    pytest.skip("torch.cuda is not available: the GPU correctness tests need an NVIDIA GPU", allow_module_level=True)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _mha_paths import load_binding  # noqa: E402
+
+aiter_mha, _reason = load_binding()
+if aiter_mha is None:
+    pytest.skip(_reason, allow_module_level=True)
+
+DEV = "cuda"
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+MASKS = {"none": 0, "causal_top_left": 1, "causal_bottom_right": 2}
+MASK_WINDOWS = {0: (-1, -1), 1: (-1, 0), 2: (-1, 0)}
+SHAPES = [(1, 1), (1, 10), (55, 256), (128, 128), (1024, 256), (256, 1024), (33, 0), (113, 203), (1000, 1000)]
+LSE_TOL = 1e-3
+SENTINEL = -7.25  # exact in fp16, bf16 and fp32
+
+
+# ------------------------------------------------------------------------------------------------ reference
+
+def visible(sq, sk, mask_type, left, right, device=DEV):
+    """[sq, sk] bool: key j is visible to query i. The diagonal sits at j = i (top-left) or i + sk - sq (bottom-right)."""
+    i = torch.arange(sq, device=device)[:, None]
+    j = torch.arange(sk, device=device)[None, :]
+    diag = i + (sk - sq if mask_type == 2 else 0)
+    vis = torch.ones(sq, sk, dtype=torch.bool, device=device)
+    if left >= 0:
+        vis &= j >= diag - left
+    if right >= 0:
+        vis &= j <= diag + right
+    return vis
+
+
+def attention_ref(q, k, v, scale, mask_type, left, right, compute_dtype=torch.float64):
+    """Plain attention on bshd q/k/v, every step in compute_dtype (fp64: the reference; fp16/bf16: the naive
+    same-precision baseline). Returns out [b, sq, h, dv] and lse [b, h, sq] (fp64; -inf on fully masked rows, whose
+    output is 0)."""
+    b, sq, h, _ = q.shape
+    sk, hk, dv = k.shape[1], k.shape[2], v.shape[3]
+    if sk == 0 or sq == 0:
+        return (torch.zeros(b, sq, h, dv, dtype=compute_dtype, device=q.device),
+                torch.full((b, h, sq), -math.inf, dtype=torch.float64, device=q.device))
+    g = h // hk
+    qc = q.to(compute_dtype).transpose(1, 2)  # [b, h, sq, d]
+    kc = k.to(compute_dtype).transpose(1, 2).repeat_interleave(g, dim=1)
+    vc = v.to(compute_dtype).transpose(1, 2).repeat_interleave(g, dim=1)
+    s = torch.matmul(qc, kc.transpose(-1, -2)) * scale  # [b, h, sq, sk]
+    s = s.masked_fill(~visible(sq, sk, mask_type, left, right, q.device), -math.inf)
+    m = s.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # fully masked row: keep exp() at 0, not NaN
+    p = torch.exp(s - m)
+    l = p.sum(dim=-1, keepdim=True)
+    p = p / torch.where(l > 0, l, torch.ones_like(l))
+    out = torch.matmul(p, vc).transpose(1, 2)
+    lse = torch.log(l.double()).squeeze(-1) + m.double().squeeze(-1)
+    return out, lse
+
+
+def max_err(a, b):
+    return (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+
+
+def check_out(out, q, k, v, scale, mask_type, left, right, what=""):
+    """FlashAttention's bar against the fp64 reference; returns the fp64 reference LSE for check_lse."""
+    assert not torch.isnan(out).any(), f"{what}: out has NaN: some element was never written"
+    ref, ref_lse = attention_ref(q, k, v, scale, mask_type, left, right)
+    naive, _ = attention_ref(q, k, v, scale, mask_type, left, right, compute_dtype=q.dtype)
+    err, naive_err = max_err(out, ref), max_err(naive, ref)
+    assert err <= 2 * naive_err + 1e-5, (
+        f"{what}: max|out - ref| = {err:.3e} > 2 * max|naive - ref| + 1e-5 = {2 * naive_err + 1e-5:.3e}")
+    return ref_lse
+
+
+def check_lse(lse, ref_lse, what=""):
+    assert not torch.isnan(lse).any(), f"{what}: lse has NaN: some row was never written"
+    assert not torch.isposinf(lse).any(), f"{what}: lse has +inf"
+    ref_masked = torch.isneginf(ref_lse)
+    got_masked = torch.isneginf(lse)
+    assert torch.equal(got_masked, ref_masked), (
+        f"{what}: lse is -inf on {int(got_masked.sum())} rows, the reference on {int(ref_masked.sum())} "
+        f"(fully masked rows); first mismatch at {torch.nonzero(got_masked != ref_masked)[0].tolist()}")
+    if (~ref_masked).any():
+        err = (lse.double() - ref_lse)[~ref_masked].abs().max().item()
+        assert err <= LSE_TOL, f"{what}: max|lse - ref_lse| = {err:.3e} > {LSE_TOL}"
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+def seed_of(*params):
+    return zlib.crc32(repr(params).encode())
+
+
+def make_qkv(b, sq, sk, h, hk, d, dtype, seed, dv=None, bhsd=False):
+    """Fresh randn q/k/v (bshd indexing). bhsd=True returns transposed views of [b, h, s, d] storage."""
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    dv = d if dv is None else dv
+
+    def rnd(s, n, dd):
+        if bhsd:
+            return torch.randn(b, n, s, dd, device=DEV, dtype=dtype, generator=g).transpose(1, 2)
+        return torch.randn(b, s, n, dd, device=DEV, dtype=dtype, generator=g)
+
+    return rnd(sq, h, d), rnd(sk, hk, d), rnd(sk, hk, dv)
+
+
+def poisoned_outputs(b, sq, h, dv, dtype):
+    return (torch.full((b, sq, h, dv), math.nan, device=DEV, dtype=dtype),
+            torch.full((b, h, sq), math.nan, device=DEV, dtype=torch.float32))
+
+
+def run_and_check(dtype, d, mask, sq, sk, hk, b=2, h=4, seed=None, use_asm_v3=False):
+    mask_type = MASKS[mask]
+    left, right = MASK_WINDOWS[mask_type]
+    seed = seed_of(dtype, d, mask, sq, sk, hk, b, h) if seed is None else seed
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed)
+    out, lse = poisoned_outputs(b, sq, h, d, dtype)
+    res = aiter_mha.mha_fwd(q, k, v, mask=mask, return_lse=True, out=out, lse=lse, use_asm_v3=use_asm_v3)
+    assert res[0] is out and res[1] is lse
+    torch.cuda.synchronize()
+    what = f"{dtype} d={d} {mask} b={b} h={h} h_k={hk} sq={sq} sk={sk}"
+    ref_lse = check_out(out, q, k, v, 1.0 / math.sqrt(d), mask_type, left, right, what)
+    check_lse(lse, ref_lse, what)
+
+
+# ------------------------------------------------------------------------------------------------ correctness grid
+
+FULL_SHAPES = {(1, 10), (128, 128), (113, 203), (33, 0)}  # every dtype x hdim x mask x h_k: 144 cases
+SAMPLED = 60  # cases drawn (fixed seed) from the other 180 combinations of the remaining shapes
+
+
+def grid_cases():
+    every = [(dt, d, m, sq, sk, hk) for dt in DTYPES for d in (64, 128) for m in MASKS
+             for (sq, sk) in SHAPES for hk in (4, 2, 1)]
+    full = [c for c in every if (c[3], c[4]) in FULL_SHAPES]
+    rest = [c for c in every if (c[3], c[4]) not in FULL_SHAPES]
+    return full + random.Random(20240611).sample(rest, SAMPLED)
+
+
+@pytest.mark.parametrize("dt, d, mask, sq, sk, hk", grid_cases())
+def test_fwd_grid(dt, d, mask, sq, sk, hk):
+    run_and_check(DTYPES[dt], d, mask, sq, sk, hk)
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("mask", list(MASKS))
+@pytest.mark.parametrize("sq, sk", [(113, 203), (256, 256), (300, 77)])
+def test_bhsd_views(dt, mask, sq, sk):
+    """q/k/v and out are transposed views of [b, h, s, d] storage: strides, not layout, must drive the kernel."""
+    dtype, b, h, hk, d = DTYPES[dt], 2, 4, 2, 64
+    mask_type = MASKS[mask]
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("bhsd", dt, mask, sq, sk), bhsd=True)
+    assert q.stride(-1) == 1 and not q.is_contiguous()
+    out = torch.full((b, h, sq, d), math.nan, device=DEV, dtype=dtype).transpose(1, 2)
+    _, lse = poisoned_outputs(b, sq, h, d, dtype)
+    aiter_mha.mha_fwd(q, k, v, mask=mask, out=out, lse=lse)  # lse given: LSE is written
+    torch.cuda.synchronize()
+    ref_lse = check_out(out, q, k, v, 1 / math.sqrt(d), mask_type, *MASK_WINDOWS[mask_type], f"bhsd {dt} {mask}")
+    check_lse(lse, ref_lse, f"bhsd {dt} {mask}")
+
+
+def random_configs(n=20, seed=7):
+    r = random.Random(seed)
+    cfgs = []
+    for _ in range(n):
+        hk = r.randint(1, 4)
+        cfgs.append(dict(b=r.randint(1, 3), hk=hk, h=hk * r.randint(1, 4), sq=r.randint(0, 700),
+                         sk=r.randint(0, 700), d=r.choice([64, 128]), dt=r.choice(list(DTYPES)),
+                         mask=r.choice(list(MASKS))))
+    return cfgs
+
+
+@pytest.mark.parametrize("cfg", random_configs(), ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_random_shapes(cfg):
+    run_and_check(DTYPES[cfg["dt"]], cfg["d"], cfg["mask"], cfg["sq"], cfg["sk"], cfg["hk"], b=cfg["b"], h=cfg["h"])
+
+
+@pytest.mark.parametrize("mask_type, left, right, sq, sk", [
+    (1, 32, 16, 200, 300),
+    (2, 64, 0, 300, 200),   # bottom-right with sq > sk: the first rows see nothing
+    (2, 0, 48, 128, 500),
+    (1, 100, 0, 257, 257),
+])
+def test_sliding_window(mask_type, left, right, sq, sk):
+    dtype, b, h, hk, d = torch.bfloat16, 2, 4, 2, 128
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("swa", mask_type, left, right, sq, sk))
+    out, lse = poisoned_outputs(b, sq, h, d, dtype)
+    aiter_mha.mha_fwd(q, k, v, mask=mask_type, window_left=left, window_right=right, out=out, lse=lse,
+                      return_lse=True)
+    torch.cuda.synchronize()
+    what = f"window mask_type={mask_type} ({left},{right}) sq={sq} sk={sk}"
+    check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), mask_type, left, right, what), what)
+
+
+@pytest.mark.parametrize("mask", ["none", "causal_bottom_right"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_use_asm_v3(mask, d):
+    """use_asm_v3 asks for the Hopper family first; whichever family runs, the result must meet the bar."""
+    run_and_check(torch.bfloat16, d, mask, 512, 512, 2, use_asm_v3=True)
+    run_and_check(torch.bfloat16, d, mask, 333, 1000, 4, use_asm_v3=True)
+
+
+def test_scale_and_causal_alias():
+    dtype, b, sq, sk, h, hk, d = torch.float16, 2, 150, 190, 4, 4, 64
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("scale"))
+    out = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v, scale=0.3, mask="causal"))  # "causal" is bottom-right
+    torch.cuda.synchronize()
+    check_out(out, q, k, v, 0.3, 2, -1, 0, "scale=0.3 causal")
+
+
+# ------------------------------------------------------------------------------------------------ outputs
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+def test_strided_out_keeps_surroundings(dt):
+    """out and lse are views into larger sentinel-filled buffers: the kernel must follow their strides and write
+    nothing outside them."""
+    dtype, b, sq, sk, h, hk, d = DTYPES[dt], 2, 77, 129, 4, 2, 64
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("strided", dt))
+    big = torch.full((b, sq + 3, h + 2, d + 24), SENTINEL, device=DEV, dtype=dtype)
+    region = (slice(None), slice(2, 2 + sq), slice(1, 1 + h), slice(16, 16 + d))  # 16-element offset keeps 32 B
+    out = big[region]
+    lse_big = torch.full((b, h + 1, sq + 9), SENTINEL, device=DEV, dtype=torch.float32)
+    lse_region = (slice(None), slice(1, 1 + h), slice(4, 4 + sq))
+    lse = lse_big[lse_region]
+    out.fill_(math.nan)
+    lse.fill_(math.nan)
+    aiter_mha.mha_fwd(q, k, v, mask="causal_top_left", out=out, lse=lse, return_lse=True)
+    torch.cuda.synchronize()
+
+    inside = torch.zeros_like(big, dtype=torch.bool)
+    inside[region] = True
+    assert (big[~inside] == SENTINEL).all(), "mha_fwd wrote outside the out view"
+    lse_inside = torch.zeros_like(lse_big, dtype=torch.bool)
+    lse_inside[lse_region] = True
+    assert (lse_big[~lse_inside] == SENTINEL).all(), "mha_fwd wrote outside the lse view"
+    check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), 1, -1, 0, "strided out"), "strided out")
+
+
+def test_allocated_outputs_are_dlpack_buffers():
+    dtype, b, sq, sk, h, hk, d = torch.bfloat16, 2, 100, 140, 4, 1, 128
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("alloc"))
+    out_buf, lse_buf = aiter_mha.mha_fwd(q, k, v, mask="causal_bottom_right", return_lse=True)
+    assert isinstance(out_buf, aiter_mha.DeviceBuffer)
+    assert out_buf.shape == (b, sq, h, d) and out_buf.dtype == "bfloat16"
+    assert lse_buf.shape == (b, h, sq) and lse_buf.strides == (h * sq, sq, 1) and lse_buf.dtype == "float32"
+    assert out_buf.__dlpack_device__() == (2, q.device.index)
+    assert aiter_mha.last_kernel_name() != ""
+
+    out = torch.from_dlpack(out_buf)
+    lse = torch.from_dlpack(lse_buf)
+    assert out.is_contiguous() and out.dtype == dtype and out.data_ptr() == out_buf.data_ptr
+    assert torch.from_dlpack(out_buf).data_ptr() == out.data_ptr()  # exported twice, one memory
+    ref_lse = check_out(out, q, k, v, 1 / math.sqrt(d), 2, -1, 0, "allocated out")
+    check_lse(lse, ref_lse, "allocated lse")
+
+    # The torch tensors keep the memory alive after the DeviceBuffer objects die.
+    expected = out.clone()
+    del out_buf, lse_buf
+    scratch = [torch.randn(1 << 20, device=DEV) for _ in range(8)]  # reuse of freed memory would show here
+    torch.cuda.synchronize()
+    assert torch.equal(out, expected)
+    del scratch
+
+
+def test_output_memory_released_by_last_owner():
+    """An allocated out (1 GiB here) lives while the DeviceBuffer or any DLPack consumer holds it, and is freed
+    when the last of them goes: shared ownership, no leak, no early free."""
+    dtype, b, sq, sk, h, hk, d = torch.float16, 1, 1 << 18, 1, 16, 1, 128
+    nbytes = b * sq * h * d * 2
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("memory"))
+    torch.cuda.synchronize()
+    free0 = torch.cuda.mem_get_info()[0]
+    buf = aiter_mha.mha_fwd(q, k, v)
+    assert torch.cuda.mem_get_info()[0] <= free0 - nbytes // 2, "out was not allocated"
+    t = torch.from_dlpack(buf)
+    del buf
+    torch.cuda.synchronize()
+    assert torch.cuda.mem_get_info()[0] <= free0 - nbytes // 2, "out was freed while torch still holds it"
+    check_out(t[:, :4096], q[:, :4096], k, v, 1 / math.sqrt(d), 0, -1, -1, "1 GiB out")
+    del t
+    torch.cuda.synchronize()
+    assert torch.cuda.mem_get_info()[0] >= free0 - nbytes // 2, "out was not freed after its last owner died"
+
+
+def test_cupy_consumes_output():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    q, k, v = make_qkv(1, 64, 64, 2, 2, 64, torch.float16, seed_of("cupy"))
+    out_buf = aiter_mha.mha_fwd(q, k, v)
+    c = cupy.from_dlpack(out_buf)
+    assert c.shape == (1, 64, 2, 64) and c.dtype == cupy.float16
+    torch.cuda.synchronize()
+    expected = torch.from_dlpack(out_buf).cpu().numpy()
+    assert (cupy.asnumpy(c) == expected).all()
+
+
+def test_cupy_inputs():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    q, k, v = make_qkv(2, 50, 70, 4, 2, 64, torch.float16, seed_of("cupy-in"))
+    cq, ck, cv = (cupy.asarray(t) for t in (q, k, v))
+    torch.cuda.synchronize()
+    out = torch.from_dlpack(aiter_mha.mha_fwd(cq, ck, cv, mask="causal_top_left"))
+    torch.cuda.synchronize()
+    check_out(out, q, k, v, 1 / 8, 1, -1, 0, "cupy inputs")
+
+
+def test_side_stream():
+    s = torch.cuda.Stream()
+    dtype, b, sq, sk, h, hk, d = torch.float16, 2, 257, 257, 4, 2, 128
+    with torch.cuda.stream(s):
+        q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("stream"))
+        out_a = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v, mask="causal", stream=s.cuda_stream))
+        out_b = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v, mask="causal", stream=s))  # a stream object
+    # Consumed on the default stream: the binding orders it after the side-stream kernel.
+    out_c = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v, mask="causal", stream=s.cuda_stream))
+    torch.cuda.synchronize()
+    for out in (out_a, out_b, out_c):
+        check_out(out, q, k, v, 1 / math.sqrt(d), 2, -1, 0, "side stream")
+
+
+# ------------------------------------------------------------------------------------------------ invalid input
+
+def test_invalid_inputs_raise_value_error():
+    f16 = torch.float16
+    q, k, v = make_qkv(2, 32, 32, 4, 2, 64, f16, seed_of("invalid"))
+    _, k3, v3 = make_qkv(2, 32, 32, 4, 3, 64, f16, 1)
+    _, k128, v128 = make_qkv(2, 32, 32, 4, 2, 128, f16, 2)
+    cases = [
+        ((q, k3, v3), {}, r"nhead_q = 4 .* not a multiple of nhead_k = 3"),
+        ((q, k128, v128), {}, r"k head dim \(dim 3\) is 128 but q's head dim is 64"),
+        ((q.float(), k.float(), v.float()), {}, r"q has dtype float32; expected float16 or bfloat16"),
+        ((q, k.float(), v), {}, r"k has dtype float32 but q has float16"),
+        ((q.cpu(), k, v), {}, r"q is on cpu; expected a CUDA device array"),
+        ((q, k.cpu(), v), {}, r"k is on cpu"),
+        ((torch.cat([q, q], dim=-1)[..., ::2], k, v), {}, r"q: the last dimension must be contiguous"),
+        ((q[0], k, v), {}, r"q must be 4-D"),
+        ((q, k, v), dict(out=torch.empty(2, 32, 4, 32, device=DEV, dtype=f16)), r"out has shape"),
+        ((q, k, v), dict(lse=torch.empty(2, 4, 32, device=DEV, dtype=f16)), r"lse has dtype float16"),
+        ((q, k, v), dict(mask="sideways"), r"mask='sideways' is not one of"),
+    ]
+    for args, kw, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            aiter_mha.mha_fwd(*args, **kw)
+    # A head dim the library has no kernel for is refused with its reason, and nothing is left broken behind it.
+    qb, kb, vb = make_qkv(1, 16, 16, 2, 2, 512, f16, 3)
+    with pytest.raises(ValueError) as info:
+        aiter_mha.mha_fwd(qb, kb, vb)
+    assert str(info.value).strip(), "the library's rejection carries no reason"
+    run_and_check(f16, 64, "none", 64, 64, 2)
+
+
+def test_misaligned_views_are_safe():
+    """q 2 bytes past an aligned address with odd row and head strides: the library either computes the right answer
+    or refuses with a reason; it never faults (the CUDA context stays usable for the next call)."""
+    dtype, b, sq, sk, h, hk, d = torch.float16, 2, 100, 150, 4, 2, 64
+    q0, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("misaligned"))
+    q = torch.empty(b, sq, h, d + 1, device=DEV, dtype=dtype)[..., 1:]
+    q.copy_(q0)
+    try:
+        out = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v))
+    except ValueError as e:
+        assert str(e).strip(), "the rejection carries no reason"
+    else:
+        torch.cuda.synchronize()
+        check_out(out, q, k, v, 1 / math.sqrt(d), 0, -1, -1, "misaligned q")
+    run_and_check(dtype, 64, "none", 64, 64, 2)
