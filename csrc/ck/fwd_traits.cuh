@@ -10,32 +10,58 @@ namespace mha::ck {
 
 using namespace cute;
 
-// (kBlockM, kBlockN, kNWarps) per head dim. 4 warps of 32 query rows each; kBlockN keeps the S accumulator
-// (kBlockM * kBlockN / 128 threads floats) plus the O accumulator (kBlockM * kHeadDim / 128) under ~200 registers:
-//   hdim  64: 128 x 128 -> S 128 + O  64 fp32 regs per thread, smem (128 + 2*128) * 64 * 2 B = 48 KB
-//   hdim 128: 128 x  64 -> S  64 + O 128 fp32 regs per thread, smem (128 + 2*64) * 128 * 2 B = 64 KB
-constexpr int fwd_block_n(int hdim) { return hdim <= 64 ? 128 : 64; }
+// Tile choices, by head dims (kHeadDim for Q/K, kHeadDimV for V/O). kBlockM = 128 query rows per CTA; the S
+// accumulator (kBlockM * kBlockN / threads floats) plus the O accumulator (kBlockM * kHeadDimV / threads) must stay
+// under ~200 registers per thread:
+//   hdim <= 64 : 128 x 128, 4 warps  -> S 128 + O  64 regs; smem (128 + 2*128) * 64 * 2 B = 48 KB
+//   hdim <= 128: 128 x  64, 4 warps  -> S  64 + O 128 regs; smem (128 + 2*64) * 128 * 2 B = 64 KB
+//   hdim  > 128: 128 x  64, 8 warps  -> S  32 + O 128 (256) regs; smem up to (128 + 2*64) * 256 * 2 B = 128 KB
+// (The table itself is generated: csrc/codegen/generate.py CK_FWD_TILES.)
 
-template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_>
+// Shared-memory layout for a (rows, width) tile: 8-row swizzle atoms of 64 (128 B) or 32 (64 B) elements, which
+// make both the 16 B cp.async stores and the ldmatrix reads conflict-free.
+template <int kWidth>
+struct SmemTile
+{
+    static constexpr int kAtomK   = kWidth % 64 == 0 ? 64 : 32;
+    static constexpr int kSwizzle = kAtomK == 64 ? 3 : 2;
+    using Atom = decltype(composition(Swizzle<kSwizzle, 3, 3>{},
+                                      Layout<Shape<_8, Int<kAtomK>>, Stride<Int<kAtomK>, _1>>{}));
+};
+
+// Global <-> shared copies of (rows, width) tiles: 16 B per thread per access, kAtomK-element rows spread over
+// kAtomK / 8 threads.
+template <typename Element, int kWidth, int kNThreads, typename CopyOp>
+struct GmemTiledCopy
+{
+    static constexpr int kElemsPerAccess = 16 / int(sizeof(Element));
+    static constexpr int kThreadsPerRow  = SmemTile<kWidth>::kAtomK / kElemsPerAccess;
+    static_assert(kNThreads % kThreadsPerRow == 0);
+    using ThreadLayout = Layout<Shape<Int<kNThreads / kThreadsPerRow>, Int<kThreadsPerRow>>,
+                                Stride<Int<kThreadsPerRow>, _1>>;
+    using type = decltype(make_tiled_copy(Copy_Atom<CopyOp, Element>{}, ThreadLayout{},
+                                          Layout<Shape<_1, Int<kElemsPerAccess>>>{}));
+};
+
+// kFull: the instance also implements soft-cap, bias, ALiBi, sinks and dropout (runtime-selected); the plain
+// instance keeps only what every call needs, so the common path carries no extra registers.
+template <typename Element_, int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kNWarps_, bool kFull_>
 struct FwdKernelTraits
 {
     using Element = Element_;
     using ElementAccum = float;
 
     static constexpr int kHeadDim  = kHeadDim_;
+    static constexpr int kHeadDimV = kHeadDimV_;
     static constexpr int kBlockM   = kBlockM_;
     static constexpr int kBlockN   = kBlockN_;
     static constexpr int kNWarps   = kNWarps_;
     static constexpr int kNThreads = kNWarps * 32;
+    static constexpr bool kFull    = kFull_;
 
-    static_assert(kHeadDim % 32 == 0, "instance head dim must be a multiple of 32");
-    static_assert(kBlockM == 16 * kNWarps * (kBlockM / (16 * kNWarps)), "kBlockM must tile the warps' 16-row MMAs");
+    static_assert(kHeadDim % 32 == 0 && kHeadDimV % 32 == 0, "instance head dims must be multiples of 32");
+    static_assert(kBlockM % (16 * kNWarps) == 0, "kBlockM must tile the warps' 16-row MMAs");
     static_assert(kBlockN % 16 == 0);
-
-    // 64-element (128 B) rows when the head dim allows it: an 8-row x 128 B swizzle atom makes both the 16 B
-    // cp.async stores and the ldmatrix reads conflict-free.
-    static constexpr int kBlockKSmem = kHeadDim % 64 == 0 ? 64 : 32;
-    static constexpr int kSwizzleB   = kBlockKSmem == 64 ? 3 : 2;
 
     using MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
                                        MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
@@ -43,34 +69,32 @@ struct FwdKernelTraits
     // Warps stacked along M; each warp owns 16-row slices of the query tile and the whole N extent.
     using TiledMma = TiledMMA<MmaAtom, Layout<Shape<Int<kNWarps>, _1, _1>>, Tile<Int<16 * kNWarps>, _16, _16>>;
 
-    using SmemLayoutAtom = decltype(composition(
-        Swizzle<kSwizzleB, 3, 3>{}, Layout<Shape<_8, Int<kBlockKSmem>>, Stride<Int<kBlockKSmem>, _1>>{}));
-    using SmemLayoutQ  = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-    using SmemLayoutKV = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-    // V seen as (hdim, n): the B operand of O = P V, read with ldmatrix.trans.
+    using SmemLayoutQ = decltype(tile_to_shape(typename SmemTile<kHeadDim>::Atom{},
+                                               Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    using SmemLayoutK = decltype(tile_to_shape(typename SmemTile<kHeadDim>::Atom{},
+                                               Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+    using SmemLayoutV = decltype(tile_to_shape(typename SmemTile<kHeadDimV>::Atom{},
+                                               Shape<Int<kBlockN>, Int<kHeadDimV>>{}));
+    // V seen as (hdim_v, n): the B operand of O = P V, read with ldmatrix.trans.
     using SmemLayoutVt = decltype(composition(
-        SmemLayoutKV{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, GenRowMajor{})));
-    using SmemLayoutO = SmemLayoutQ; // the epilogue reuses Q's buffer
+        SmemLayoutV{}, make_layout(Shape<Int<kHeadDimV>, Int<kBlockN>>{}, GenRowMajor{})));
+    using SmemLayoutO = decltype(tile_to_shape(typename SmemTile<kHeadDimV>::Atom{},
+                                               Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
 
-    static constexpr int kSmemQElems  = kBlockM * kHeadDim;
-    static constexpr int kSmemKVElems = kBlockN * kHeadDim;
-    static constexpr int kSmemBytes   = (kSmemQElems + 2 * kSmemKVElems) * int(sizeof(Element));
+    // Q | K | V; the epilogue reuses the first region for O.
+    static constexpr int kSmemQOElems = kBlockM * (kHeadDim > kHeadDimV ? kHeadDim : kHeadDimV);
+    static constexpr int kSmemKElems  = kBlockN * kHeadDim;
+    static constexpr int kSmemVElems  = kBlockN * kHeadDimV;
+    static constexpr int kSmemBytes   = (kSmemQOElems + kSmemKElems + kSmemVElems) * int(sizeof(Element));
 
     using SmemCopyAtom           = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
     using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
 
-    // Global <-> shared: 16 B per thread per access, rows of kBlockKSmem elements spread over kGmemThreadsPerRow.
-    static constexpr int kGmemElemsPerLoad  = 16 / int(sizeof(Element));
-    static constexpr int kGmemThreadsPerRow = kBlockKSmem / kGmemElemsPerLoad;
-    static_assert(kNThreads % kGmemThreadsPerRow == 0);
-    using GmemLayoutAtom = Layout<Shape<Int<kNThreads / kGmemThreadsPerRow>, Int<kGmemThreadsPerRow>>,
-                                  Stride<Int<kGmemThreadsPerRow>, _1>>;
-    using GmemTiledCopyQKV = decltype(make_tiled_copy(
-        Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{}, GmemLayoutAtom{},
-        Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
-    using GmemTiledCopyO = decltype(make_tiled_copy(
-        Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemLayoutAtom{},
-        Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
+    using GmemCopyQK = typename GmemTiledCopy<Element, kHeadDim, kNThreads,
+                                              SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>>::type;
+    using GmemCopyV  = typename GmemTiledCopy<Element, kHeadDimV, kNThreads,
+                                              SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>>::type;
+    using GmemCopyO  = typename GmemTiledCopy<Element, kHeadDimV, kNThreads, UniversalCopy<cute::uint128_t>>::type;
 };
 
 } // namespace mha::ck

@@ -145,7 +145,8 @@ struct OnlineSoftmax
 
     // s: (rows, cols) view of the score accumulator, overwritten by the unnormalised probabilities.
     // o: (rows, cols) view of the output accumulator, rescaled by exp(old_max - new_max).
-    template <bool kFirst, typename TS, typename TO>
+    // The first call needs no special case: row_max = -inf gives a correction factor of 0 on an all-zero O.
+    template <typename TS, typename TO>
     __device__ __forceinline__ void update(TS& s, TO& o, float scale_log2)
     {
         static_assert(decltype(size<0>(s))::value == kRows);
@@ -159,14 +160,11 @@ struct OnlineSoftmax
             m = quad_max(m);
             // A row with nothing visible yet keeps max = -inf; shift by 0 so exp2(-inf) = 0 instead of NaN.
             const float shift = m == -INFINITY ? 0.f : m * scale_log2;
-            if (!kFirst)
-            {
-                const float corr = exp2f(row_max[r] * scale_log2 - shift);
-                row_sum[r] *= corr;
-                CUTE_UNROLL
-                for (int c = 0; c < size<1>(o); ++c)
-                    o(r, c) *= corr;
-            }
+            const float corr  = exp2f(row_max[r] * scale_log2 - shift);
+            row_sum[r] *= corr;
+            CUTE_UNROLL
+            for (int c = 0; c < size<1>(o); ++c)
+                o(r, c) *= corr;
             row_max[r] = m;
             float sum = 0.f;
             CUTE_UNROLL
@@ -179,17 +177,32 @@ struct OnlineSoftmax
         }
     }
 
-    // Normalises o in place and returns each row's natural-log LSE (-inf for a row that saw no key; its O is 0).
+    // Normalises o in place and returns each row's natural-log LSE. `scale` turns row_max into natural-log units;
+    // `sink` (natural-log logit, -inf: none) joins every row's denominator without a value row. A row that saw no
+    // key and no sink gets O = 0 and LSE = -inf.
     template <typename TO>
-    __device__ __forceinline__ void finalize(TO& o, float scale, float (&lse)[kRows])
+    __device__ __forceinline__ void finalize(TO& o, float scale, float sink, float (&lse)[kRows])
     {
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r)
         {
-            const float sum = quad_sum(row_sum[r]);
-            const bool empty = sum == 0.f || sum != sum;
-            const float inv = empty ? 0.f : 1.f / sum;
-            lse[r] = empty ? -INFINITY : row_max[r] * scale + logf(sum);
+            float sum = quad_sum(row_sum[r]);
+            float m   = sum > 0.f ? row_max[r] * scale : -INFINITY;
+            float factor = 1.f;
+            if (sink > m)
+            {
+                const float rescale = m == -INFINITY ? 0.f : expf(m - sink);
+                sum    = sum * rescale + 1.f;
+                factor = rescale;
+                m      = sink;
+            }
+            else if (sink != -INFINITY)
+            {
+                sum += expf(sink - m);
+            }
+            const bool empty = !(sum > 0.f);
+            lse[r] = empty ? -INFINITY : m + logf(sum);
+            const float inv = empty ? 0.f : factor / sum;
             CUTE_UNROLL
             for (int c = 0; c < size<1>(o); ++c)
                 o(r, c) *= inv;

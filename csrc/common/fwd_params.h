@@ -1,7 +1,8 @@
 #pragma once
 // Device-side arguments of every forward kernel: one plain struct, filled on the host by csrc/api from
 // aiter::mha_fwd_args after validation. Strides are 64-bit element counts so offsets never wrap past 2^31.
-// Derived values (scale_log2, head ratio, mask offsets) are computed once on the host.
+// Derived values (scale_log2, head ratio, mask offsets) are computed once on the host. Optional features are grouped
+// in sub-structs; a null pointer or a zero switches a feature off.
 
 #include <cstdint>
 
@@ -22,12 +23,54 @@ enum class DType : int
 // Mask in FlashAttention's (left, right) form relative to the diagonal of the chosen corner: query row i may see key
 // column j iff  i + diag_offset - left <= j <= i + diag_offset + right, where a negative left / right is unbounded and
 // diag_offset is 0 for top-left anchoring and seqlen_k - seqlen_q for bottom-right anchoring. No mask = (-1, -1).
+// sink_size > 0 additionally keeps key columns [0, sink_size) visible to every row that sees any column at or before
+// its diagonal (StreamingLLM sink tokens).
 struct MaskParams
 {
-    int32_t left  = -1;
-    int32_t right = -1;
+    int32_t left      = -1;
+    int32_t right     = -1;
     bool bottom_right = false;
-    MHA_HOST_DEVICE bool is_none() const { return left < 0 && right < 0; }
+    int32_t sink_size = 0;
+    MHA_HOST_DEVICE bool is_none() const { return left < 0 && right < 0 && sink_size == 0; }
+};
+
+// Sequence layout. Batch mode: batch b starts at b * batch_stride and has seqlen_q / seqlen_k rows, or the logical
+// lengths in cu_seqlen_*. Group mode: batch b starts at physical row seqstart[b]; its logical length comes from
+// seqlen_*_ptr[b], else cu_seqlen_*[b+1] - cu_seqlen_*[b], else seqstart[b+1] - seqstart[b].
+struct SeqParams
+{
+    bool is_group            = false;
+    const int32_t* seqstart_q = nullptr;
+    const int32_t* seqstart_k = nullptr;
+    const int32_t* seqlen_q   = nullptr;
+    const int32_t* seqlen_k   = nullptr;
+    const int32_t* cu_seqlen_q = nullptr;
+    const int32_t* cu_seqlen_k = nullptr;
+    int32_t min_seqlen_q = 0; // group mode: batches with fewer query rows are skipped (CK's skip_min_seqlen_q)
+};
+
+// Score modifiers, applied in this order to s = scale * q.k (natural-log units): soft-cap, elementwise bias, ALiBi.
+struct ScoreModParams
+{
+    float softcap = 0.f;          // > 0: s = softcap * tanh(s / softcap)
+    const void* bias = nullptr;   // elementwise bias in the input dtype
+    int64_t bias_row_stride = 0, bias_head_stride = 0, bias_batch_stride = 0;
+    const float* alibi_slopes = nullptr; // fp32 slope per (batch, head): slopes[b * alibi_batch_stride + h]
+    int64_t alibi_batch_stride = 0;
+    const float* sink = nullptr;  // fp32 per-head sink logit joining every row's softmax denominator
+};
+
+// Dropout: keep an element iff its uint8 random value <= keep_threshold (floor(p_keep * 255)), then scale by 1/p_keep.
+struct DropoutParams
+{
+    bool enabled = false;
+    uint8_t keep_threshold = 255;
+    float rp_keep = 1.f;                 // 1 / (1 - p_drop)
+    uint64_t seed = 0, offset = 0;
+    const uint64_t* seed_ptr = nullptr;  // device values override seed / offset when set
+    const uint64_t* offset_ptr = nullptr;
+    uint8_t* randval = nullptr;          // optional store of the random values used
+    int64_t randval_row_stride = 0, randval_head_stride = 0, randval_batch_stride = 0;
 };
 
 struct FwdParams
@@ -48,15 +91,19 @@ struct FwdParams
     int32_t nhead_q;
     int32_t nhead_k;
     int32_t head_ratio; // nhead_q / nhead_k
-    int32_t seqlen_q;
+    int32_t seqlen_q;   // batch mode (padded) lengths; group mode: unused
     int32_t seqlen_k;
+    int32_t max_seqlen_q; // grid extent in rows
     int32_t hdim_q;
     int32_t hdim_v;
 
     float scale;      // softmax scale applied to q.k
-    float scale_log2; // scale * log2(e): the kernel exponentiates with exp2
+    float scale_log2; // scale * log2(e): the plain kernel exponentiates raw scores with exp2
 
     MaskParams mask;
+    SeqParams seq;
+    ScoreModParams mod;
+    DropoutParams drop;
 };
 
 } // namespace mha

@@ -9,8 +9,8 @@ namespace mha {
 
 struct MaskRange
 {
-    int n_begin; // first visible key column of any row in the block
-    int n_end;   // one past the last visible key column
+    int n_begin; // first visible key column of the window (sink columns aside)
+    int n_end;   // one past the last visible key column; empty when n_end <= n_begin
 };
 
 struct WindowMask
@@ -18,19 +18,21 @@ struct WindowMask
     int left, right; // < 0: unbounded
     int diag_offset; // 0 (top-left) or seqlen_k - seqlen_q (bottom-right)
     int seqlen_k;
+    int sink_size;   // key columns [0, sink_size) stay visible up to the diagonal + right
 
     MHA_HOST_DEVICE static WindowMask make(const MaskParams& m, int seqlen_q, int seqlen_k)
     {
-        return WindowMask{m.left, m.right, m.bottom_right ? seqlen_k - seqlen_q : 0, seqlen_k};
+        return WindowMask{m.left, m.right, m.bottom_right ? seqlen_k - seqlen_q : 0, seqlen_k, m.sink_size};
     }
 
     MHA_HOST_DEVICE bool visible(int row, int col) const
     {
         const int diag = row + diag_offset;
-        return col < seqlen_k && (left < 0 || col >= diag - left) && (right < 0 || col <= diag + right);
+        const bool right_ok = right < 0 || col <= diag + right;
+        return col < seqlen_k && right_ok && (left < 0 || col >= diag - left || col < sink_size);
     }
 
-    // Key columns that rows [m_begin, m_end) may see, clipped to [0, seqlen_k). Empty when n_end <= n_begin.
+    // Window columns that rows [m_begin, m_end) may see, clipped to [0, seqlen_k).
     MHA_HOST_DEVICE MaskRange range(int m_begin, int m_end) const
     {
         int lo = 0, hi = seqlen_k;
@@ -47,6 +49,20 @@ struct WindowMask
         return MaskRange{lo, hi};
     }
 
+    // One past the last sink column any row of [m_begin, m_end) sees (0 without sinks).
+    MHA_HOST_DEVICE int sink_end(int m_end) const
+    {
+        if (sink_size <= 0 || left < 0)
+            return 0; // without a left bound the window already covers the sinks
+        int hi = sink_size < seqlen_k ? sink_size : seqlen_k;
+        if (right >= 0)
+        {
+            const int v = m_end - 1 + diag_offset + right + 1;
+            hi = v < hi ? v : hi;
+        }
+        return hi > 0 ? hi : 0;
+    }
+
     // True when every (row, col) in [m_begin, m_end) x [n_begin, n_end) is visible: no elementwise masking needed.
     MHA_HOST_DEVICE bool tile_fully_visible(int m_begin, int m_end, int n_begin, int n_end) const
     {
@@ -54,7 +70,7 @@ struct WindowMask
             return false;
         if (right >= 0 && n_end - 1 > m_begin + diag_offset + right)
             return false;
-        if (left >= 0 && n_begin < m_end - 1 + diag_offset - left)
+        if (left >= 0 && n_begin < m_end - 1 + diag_offset - left && n_end > sink_size)
             return false;
         return true;
     }
