@@ -98,7 +98,10 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--api", default="", help=f"comma list of {', '.join(gen.APIS)} (default: all)")
     ap.add_argument("--dtypes", default="", help=f"comma list of {', '.join(gen.DTYPES)} (default: all)")
-    ap.add_argument("--hdims", default="", help="comma list of instance head dims (default: all)")
+    ap.add_argument("--hdims", default="", help="comma list of instance head dims: hdim_q ('192') or hdim_qxhdim_v "
+                                                "('192x128') (default: all)")
+    ap.add_argument("--variants", default="", help=f"comma list of {', '.join(gen.VARIANTS)} (default: all; 'full' "
+                                                   "adds soft-cap, bias, ALiBi, sinks and dropout)")
     ap.add_argument("--arch", default="", help=f"comma list of {', '.join(gen.ARCHS)} (default: the visible GPU's, "
                                                "else sm_80,sm_90a)")
     ap.add_argument("--preset", default="all", choices=sorted(gen.PRESETS), help="base instance set (default all)")
@@ -119,33 +122,30 @@ def resolve_selection(a):
     for d in dtypes:
         if d not in gen.DTYPES:
             raise BuildError(f"unknown dtype '{d}': choose from {', '.join(gen.DTYPES)}")
-    hdims = None
-    if a.hdims:
-        try:
-            hdims = [int(h) for h in csv(a.hdims)]
-        except ValueError:
-            raise BuildError(f"--hdims takes integers, got '{a.hdims}'")
-    elif preset["hdims"] is not None:
-        hdims = list(preset["hdims"])
+    hdims = csv(a.hdims) or (list(preset["hdims"]) if preset["hdims"] is not None else None)
     if hdims is not None:
         for h in hdims:
             if h not in gen.known_hdims():
                 raise BuildError(f"unknown hdim {h}: instances exist for head dims "
-                                 f"{', '.join(map(str, gen.known_hdims()))} (smaller head dims run on the next "
-                                 "larger instance)")
+                                 f"{', '.join(gen.known_hdims())} (smaller head dims run on the next larger "
+                                 "instance)")
+    variants = csv(a.variants) or list(preset["variants"])
+    for v in variants:
+        if v not in gen.VARIANTS:
+            raise BuildError(f"unknown variant '{v}': choose from {', '.join(gen.VARIANTS)}")
     archs = csv(a.arch) or detect_archs()
     for arch in archs:
         if arch not in gen.ARCHS:
             raise BuildError(f"unknown arch '{arch}': choose from {', '.join(gen.ARCHS)}")
-    return apis, dtypes, hdims, archs
+    return apis, dtypes, hdims, variants, archs
 
 
 def main(argv=None) -> int:
     a = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        apis, dtypes, hdims, archs = resolve_selection(a)
+        apis, dtypes, hdims, variants, archs = resolve_selection(a)
         everything = gen.all_instances()
-        chosen = gen.select(everything, apis, dtypes, hdims, a.filter)
+        chosen = gen.select(everything, apis, dtypes, hdims, a.filter, variants)
         if a.list:
             print(f"instances: {len(chosen)} selected of {len(everything)} known")
             for i in everything:

@@ -156,13 +156,15 @@ private:
     std::vector<std::string> keys_; // insertion order, for the help
 };
 
-// CK's mask_info: the -mask grammar decoded into (mask_type, window_size_left, window_size_right). For 'g:y,x'
-// (window_generic) left/right carry y/x, as in CK.
+// CK's mask_info: the -mask grammar decoded into (mask_type, window_size_left, window_size_right, sink_size). For
+// 'g:y,x' (window_generic) left/right carry y/x, as in CK. An optional third number of 't:l,r,s', 'b:l,r,s' and
+// 'g:y,x,s' is the sink size (keys [0, s) stay visible left of the window).
 struct MaskInfo
 {
     mask_enum type = mask_enum::no_mask;
     int left       = -1;
     int right      = -1;
+    int sink_size  = 0;
 
     static bool decode(const std::string& str, MaskInfo& m)
     {
@@ -201,9 +203,12 @@ struct MaskInfo
         m.type  = t == "t" ? mask_enum::mask_top_left
                   : t == "b" ? mask_enum::mask_bottom_right
                              : mask_enum::window_generic;
-        m.left  = std::atoi(v.substr(0, comma).c_str());
-        m.right = std::atoi(v.substr(comma + 1).c_str());
-        return true;
+        m.left             = std::atoi(v.substr(0, comma).c_str());
+        const auto comma_2 = v.find(',', comma + 1);
+        m.right            = std::atoi(v.substr(comma + 1, comma_2 - comma - 1).c_str());
+        if (comma_2 != std::string::npos)
+            m.sink_size = std::atoi(v.substr(comma_2 + 1).c_str());
+        return m.sink_size >= 0;
     }
 
     std::string str() const

@@ -1,10 +1,13 @@
 // benchmark_mha_fwd: AITER's forward benchmark and verifier on top of aiter::mha_fwd (include/mha_fwd.h, libmha_fwd.so).
 // Same flags, defaults, header line, "ms / TFlops / GB/s / valid:y|n" output and exit codes as AITER's
 // op_tests/cpp/mha/benchmark_mha_fwd.cpp (spec sections 4.1-4.5): 0 pass, -1 bad arguments or -?, -2 unsupported,
-// invalid, failed validation or CUDA error, -3 unknown -prec. Validation: -v=1 against the host reference
-// (csrc/reference/host_reference.h), -v=2 against the naive GPU kernel (csrc/reference/naive_attention.cu).
+// invalid, failed validation or CUDA error, -3 unknown -prec. Flags and the header live in fwd_config.h. This file lays
+// the tensors out (batch or group mode, spec 1.7), fills and uploads them, calls the library and validates O and LSE:
+// -v=1 against the host reference (csrc/reference/host_reference.h), -v=2 against the naive GPU kernel
+// (csrc/reference/naive_attention.cu); with dropout both replay the random values the library stored.
 
-#include "arg_parser.h"
+#include "bench_common.h"
+#include "fwd_config.h"
 #include "mha_fwd.h"
 #include "reference/host_reference.h"
 #include "reference/naive_attention.h"
@@ -16,327 +19,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <iomanip>
 #include <iostream>
-#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
 
-constexpr int kExitPass        = 0;
-constexpr int kExitBadArgs     = -1;
-constexpr int kExitFailed      = -2; // unsupported, invalid, validation failed, no GPU or CUDA error
-constexpr int kExitUnknownPrec = -3;
-
-#define BENCH_CHECK_CUDA(expr)                                                                                        \
-    do                                                                                                                 \
-    {                                                                                                                  \
-        const cudaError_t bench_err_ = (expr);                                                                         \
-        if (bench_err_ != cudaSuccess)                                                                                 \
-        {                                                                                                              \
-            std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(bench_err_)); \
-            return kExitFailed;                                                                                        \
-        }                                                                                                              \
-    } while (0)
-
-bench::ArgParser make_parser()
-{
-    bench::ArgParser p;
-    p.insert("v", "1", "0:no validation, 1:cpu validation, 2:gpu validation(experimental)")
-        .insert("mode", "0", "kernel mode. 0:batch, 1:group")
-        .insert("b", "2", "batch size")
-        .insert("h", "8", "num of head, for q")
-        .insert("h_k", "-1",
-                "num of head, for k/v, -1 means equal to h\n"
-                "if not equal to h, then this is GQA/MQA case")
-        .insert("s", "3328",
-                "seqlen_q. if group-mode, means the average value of seqlen_q\n"
-                "total_seqlen_q = seqlen_q * batch, and seqlen_q per batch may vary\n"
-                "also with \"-s=s0,s1,s2...\" comma seperated int to set per batch seqlen(group-mode)")
-        .insert("s_k", "-1", "seqlen_k (including new key/value), -1 means equal to s")
-        .insert("s_knew", "0",
-                "seqlen_k for new key/value, 0 means not to use this at all; "
-                "-1 to choose s_knew in [1, s] randomly.")
-        .insert("s_kpad", "-1",
-                "seqlen_k stride between 2 batches, currently used in group-mode only\n"
-                "for kv-cache case, each batch [1,s,h,d]/[1,h,s,d] can have a stride\n"
-                "along seqlen, instead of packed. same as xformer kv_padding")
-        .insert("d", "128", "head dim for q, k")
-        .insert("d_v", "-1", "head dim for v, -1 means equal to d")
-        .insert("scale_s", "0", "scale factor of S. 0 means equal to 1/sqrt(hdim).")
-        .insert("logits_soft_cap", "0", "attention logits soft capping value. 0 means disabled")
-        .insert("qscale", "n",
-                "n or 0, no scale\n"
-                "pt or 1, per-tensor scale\n"
-                "bs or 2, block scale")
-        .insert("iperm", "1",
-                "permute input\n"
-                "if true, will be b*h*s*d, else b*s*h*d")
-        .insert("operm", "1", "permute output")
-        .insert("bias", "n",
-                "n or 0, no bias\n"
-                "e(lementwise) or 1, elementwise bias with 1*1*s*s. e:1, 1*h*s*s. e:2, b*h*s*s\n"
-                "a(libi) or 2, alibi with 1*h. a:1, b*h")
-        .insert("prec", "fp16", "data type. fp16/bf16 (fp8bf16 is accepted, not supported yet)")
-        .insert("mask", "0",
-                "0: no mask, 1: top-left(same as 't'), 2:bottom-right(same as 'b')\n"
-                "'t', top-left causal mask, 'b', bottom-r causal mask\n"
-                "'t:l,r', top-left sliding window attn(swa) with FA style left right size\n"
-                "'b:l,r', bottom-r sliding window attn(swa) with FA style left right size\n"
-                "'xt:window_size', xformer style masking from top-left, window_size negative is causal, positive is swa\n"
-                "'xb:window_size', xformer style masking from bottom-r, window_size negative is causal, positive is swa\n"
-                "'g:y,x', generic attention mask coordinate with y/x size (only debug purpose for now)")
-        .insert("vlayout", "r", "r for row-major(seqlen*hdim), c for col-major(hdim*seqlen)")
-        .insert("lse", "0", "0 not store lse, 1 store lse")
-        .insert("kname", "0", "if set to 1 will print kernel name")
-        .insert("init", "uf",
-                "init method. ui, uniform random int, ni, normalized random int\n"
-                "uf, uniform random float, nf, normalized random float, tf, trig float, uf:q (ufq), quantization")
-        .insert("seed", "11939", "random seed used for initializing input tensors. 0 for non-deterministic seed")
-        .insert("p_drop", "0", "0~1 probability of dropout")
-        .insert("drop_seed", "1", "seed for random number generator")
-        .insert("drop_offset", "0", "offset for random number generator")
-        .insert("drop_prefs", "0", "seed and offset values are present on GPU; 0 - host, 1 - device/GPU")
-        .insert("timer", "gpu", "gpu:gpu timer, cpu:cpu timer")
-        .insert("rotary_dim", "0", "RoPE rotary dimension. rotary_dim <= 0 means not apply RoPE at all")
-        .insert("rotary_interleaved", "1", "whether to apply interleaved RoPE")
-        .insert("num_splits", "1", "# of splits for key/value. 0 to determine actual number by heuristic")
-        .insert("page_block_size", "0", "paged-kvcache block size. 0 means not use paged-kvcahe")
-        .insert("cache_batch_idx", "0", "whether to use index map to the kvcache")
-        .insert("warmup", "10", "number of iterations before benchmark the kernel")
-        .insert("repeat", "10", "number of iterations to benchmark the kernel")
-        .insert("v3_bf16_cvt", "1",
-                "float to bf16 convert type when fwd_v3 is set to 1, 0:RTNE; 1:RTNA; 2:RTZ\n"
-                "accepted for compatibility; the NVIDIA kernels always round to nearest even")
-        .insert("fwd_v3", "0", "if set to 1, some cases will call the fwd v3 kernel")
-        .insert("is_v3_check", "0",
-                "if set to 1, only ask whether the fwd v3 kernel covers the case, launching nothing:\n"
-                "prints ', v3 supported' (exit 0) or ', v3 not supported' (exit -2)");
-    return p;
-}
-
-// The rule the references apply. A generic (y, x) window (y, x >= 1) keeps column j of row i iff i - y < j < i + x,
-// which is the top-left window (y - 1, x - 1).
-reference::MaskSpec reference_mask(const bench::MaskInfo& m)
-{
-    if (m.type == mask_enum::window_generic)
-        return reference::MaskSpec{int(mask_enum::mask_top_left), m.left - 1, m.right - 1};
-    return reference::MaskSpec{int(m.type), m.left, m.right};
-}
-
-const char* qscale_str(quant_scale_enum q)
-{
-    return q == quant_scale_enum::no_scale ? "n" : q == quant_scale_enum::pertensor ? "pt" : "bs";
-}
-
-enum class InitMethod
-{
-    uniform_int,   // ui / 0: integers in [-3, 3]
-    normal_int,    // ni: normal(0, sqrt 3) rounded, clamped to [-3, 3]
-    uniform_float, // uf / 1: [0, 1)
-    normal_float,  // nf: normal(0, sqrt 3)
-    trig_float,    // tf / 2: cos(i)
-    uniform_quant, // ufq / uf:q / 3: [-1, 1) (AITER: +-dtype max, meant for fp8 quantisation)
-};
-
-// Every flag, decoded. Sequence lengths take the first item of a comma list (batch mode has one length).
-struct FwdConfig
-{
-    std::string prec;
-    int validation; // 0 none, 1 host, 2 naive GPU
-    int mode;
-    int batch, nhead, nhead_k, seqlen_q, seqlen_k, seqlen_knew, seqlen_kpad, hdim_q, hdim_v;
-    float scale_s, logits_soft_cap;
-    quant_scale_enum qscale;
-    bool iperm, operm;
-    bench::BiasInfo bias;
-    bench::MaskInfo mask;
-    std::string vlayout;
-    bool lse;
-    int kname;
-    InitMethod init;
-    uint32_t seed;
-    float p_drop;
-    uint64_t drop_seed, drop_offset;
-    bool drop_prefs;
-    bool gpu_timer;
-    int rotary_dim;
-    bool rotary_interleaved;
-    int num_splits, page_block_size;
-    bool cache_batch_idx;
-    int warmup, repeat;
-    int v3_bf16_cvt;
-    bool fwd_v3, is_v3_check;
-};
-
-int first_or(const std::vector<int32_t>& v, int fallback) { return v.empty() ? fallback : v[0]; }
-
-// Says what is wrong on stderr and hands back the exit code.
-template <typename... Parts>
-int fail(int code, const Parts&... parts)
-{
-    (std::cerr << ... << parts) << std::endl;
-    return code;
-}
-
-// kExitPass, or the exit code after saying what is wrong: kExitBadArgs for a value outside a flag's grammar,
-// kExitFailed for an inconsistent problem (as AITER's run() returning false).
-int read_config(const bench::ArgParser& p, FwdConfig& c)
-{
-    c.prec       = p.get_str("prec");
-    c.validation = p.get_int("v");
-    c.mode       = p.get_int("mode");
-    c.batch      = p.get_int("b");
-    c.nhead      = p.get_int("h");
-    c.nhead_k    = p.get_int("h_k");
-    if (c.nhead_k < 0)
-        c.nhead_k = c.nhead;
-    c.seqlen_q = first_or(p.get_int_vec("s"), 0);
-    c.seqlen_k = first_or(p.get_int_vec("s_k"), -1);
-    if (c.seqlen_k < 0)
-        c.seqlen_k = c.seqlen_q;
-    c.seqlen_knew = p.get_int("s_knew");
-    c.seqlen_kpad = first_or(p.get_int_vec("s_kpad"), -1);
-    c.hdim_q      = p.get_int("d");
-    c.hdim_v      = p.get_int("d_v");
-    if (c.hdim_v < 0)
-        c.hdim_v = c.hdim_q;
-    c.scale_s = p.get_float("scale_s");
-    if (c.scale_s == 0.f && c.hdim_q > 0)
-        c.scale_s = 1.0f / std::sqrt(float(c.hdim_q));
-    c.logits_soft_cap    = p.get_float("logits_soft_cap");
-    c.iperm              = p.get_bool("iperm");
-    c.operm              = p.get_bool("operm");
-    c.vlayout            = p.get_str("vlayout");
-    c.lse                = p.get_bool("lse");
-    c.kname              = p.get_int("kname");
-    c.seed               = p.get_uint32("seed");
-    c.p_drop             = p.get_float("p_drop");
-    c.drop_seed          = p.get_uint64("drop_seed");
-    c.drop_offset        = p.get_uint64("drop_offset");
-    c.drop_prefs         = p.get_bool("drop_prefs");
-    c.gpu_timer          = p.get_str("timer") == "gpu";
-    c.rotary_dim         = p.get_int("rotary_dim");
-    c.rotary_interleaved = p.get_bool("rotary_interleaved");
-    c.num_splits         = p.get_int("num_splits");
-    c.page_block_size    = p.get_int("page_block_size");
-    c.cache_batch_idx    = p.get_bool("cache_batch_idx");
-    c.warmup             = p.get_int("warmup");
-    c.repeat             = p.get_int("repeat");
-    c.v3_bf16_cvt        = p.get_int("v3_bf16_cvt");
-    c.fwd_v3             = p.get_bool("fwd_v3");
-    c.is_v3_check        = p.get_bool("is_v3_check");
-
-    if (c.validation < 0 || c.validation > 2)
-        return fail(kExitBadArgs, "-v must be 0, 1 or 2, got ", c.validation);
-    if (c.mode != 0 && c.mode != 1)
-        return fail(kExitBadArgs, "-mode must be 0 (batch) or 1 (group), got ", c.mode);
-    if (!bench::MaskInfo::decode(p.get_str("mask"), c.mask))
-        return fail(kExitBadArgs, "not supported mask: ", p.get_str("mask"));
-    if (!bench::BiasInfo::decode(p.get_str("bias"), c.bias))
-        return fail(kExitBadArgs, "not supported bias: ", p.get_str("bias"));
-    using Q = quant_scale_enum;
-    if (!bench::decode_name(p.get_str("qscale"),
-                     {{"n", Q::no_scale}, {"0", Q::no_scale}, {"pt", Q::pertensor}, {"1", Q::pertensor},
-                      {"bs", Q::blockscale}, {"2", Q::blockscale}},
-                     c.qscale))
-        return fail(kExitBadArgs, "not supported qscale: ", p.get_str("qscale"));
-    using I = InitMethod;
-    if (!bench::decode_name(p.get_str("init"),
-                     {{"ui", I::uniform_int}, {"0", I::uniform_int}, {"ni", I::normal_int}, {"uf", I::uniform_float},
-                      {"1", I::uniform_float}, {"nf", I::normal_float}, {"tf", I::trig_float}, {"2", I::trig_float},
-                      {"ufq", I::uniform_quant}, {"uf:q", I::uniform_quant}, {"3", I::uniform_quant}},
-                     c.init))
-        return fail(kExitBadArgs, "not supported init method: ", p.get_str("init"));
-
-    if (c.batch < 1 || c.nhead < 1 || c.nhead_k < 1 || c.seqlen_q < 0 || c.seqlen_k < 0 || c.hdim_q < 1 ||
-        c.hdim_v < 1)
-        return fail(kExitFailed, "b, h, h_k, d, d_v must be positive and s, s_k non-negative");
-    if (c.nhead % c.nhead_k != 0)
-        return fail(kExitFailed, "nhead:", c.nhead, " must be multiple of nhead_k:", c.nhead_k);
-    if (c.warmup < 0 || c.repeat < 0)
-        return fail(kExitFailed, "-warmup and -repeat must be non-negative");
-    return kExitPass;
-}
-
-// What this build cannot run yet; "" when the library is asked. Each entry is a feature whose flag AITER accepts.
-std::string unsupported_reason(const FwdConfig& c)
-{
-    if (c.prec == "fp8bf16")
-        return "-prec=fp8bf16";
-    if (c.mode != 0)
-        return "group mode (-mode=1)";
-    if (c.bias.type != bias_enum::no_bias)
-        return "bias (-bias=" + c.bias.str() + ")";
-    if (c.p_drop > 0.f)
-        return "dropout (-p_drop>0)";
-    if (c.logits_soft_cap > 0.f)
-        return "logits soft cap (-logits_soft_cap>0)";
-    if (c.qscale != quant_scale_enum::no_scale)
-        return std::string("quantization scale (-qscale=") + qscale_str(c.qscale) + ")";
-    if (c.num_splits > 1)
-        return "split-kv (-num_splits>1)";
-    if (c.page_block_size > 0)
-        return "paged kv-cache (-page_block_size>0)";
-    if (c.cache_batch_idx)
-        return "kv-cache batch index (-cache_batch_idx=1)";
-    if (c.vlayout != "r")
-        return "column-major V (-vlayout=c)";
-    if (c.seqlen_knew != 0)
-        return "append-kv (-s_knew=" + std::to_string(c.seqlen_knew) + ")";
-    if (c.rotary_dim > 0)
-        return "rotary embedding (-rotary_dim>0)";
-    return "";
-}
-
-std::string io_layout(bool iperm, bool operm)
-{
-    const char* in  = iperm ? "bhsd" : "bshd";
-    const char* out = operm ? "bhsd" : "bshd";
-    return iperm == operm ? std::string(in) : std::string(in) + "-" + out;
-}
-
-std::string header_line(const FwdConfig& c)
-{
-    std::ostringstream os;
-    os << "[" << c.prec << "|" << (c.mode == 0 ? "batch" : "group") << "|" << io_layout(c.iperm, c.operm)
-       << "] b:" << c.batch << ", h:" << c.nhead << "/" << c.nhead_k << ", s:" << c.seqlen_q << "/" << c.seqlen_k;
-    if (c.mode == 1 && c.seqlen_kpad >= 0)
-        os << "(" << c.seqlen_kpad << ")";
-    os << ", d:" << c.hdim_q << "/" << c.hdim_v << ", scale_s:" << c.scale_s << ", bias:" << c.bias.str()
-       << ", p_drop:" << c.p_drop << ", lse:" << c.lse << ", qscale:" << qscale_str(c.qscale)
-       << ", mask:" << c.mask.str() << ", v:" << c.vlayout;
-    if (c.num_splits > 1)
-        os << ", num_splits:" << c.num_splits;
-    if (c.page_block_size > 0)
-        os << ", page_block_size:" << c.page_block_size;
-    if (c.cache_batch_idx)
-        os << ", cache_batch_idx:1";
-    return os.str();
-}
-
-template <typename T>
-struct DTypeTraits;
-template <>
-struct DTypeTraits<__half>
-{
-    static constexpr reference::NaiveDType naive = reference::NaiveDType::fp16;
-    static constexpr double rtol = 1e-3, atol = 1e-3;
-    static __half from_float(float x) { return __float2half(x); }
-    static float to_float(__half x) { return __half2float(x); }
-};
-template <>
-struct DTypeTraits<__nv_bfloat16>
-{
-    static constexpr reference::NaiveDType naive = reference::NaiveDType::bf16;
-    static constexpr double rtol = 1e-2, atol = 1e-2;
-    static __nv_bfloat16 from_float(float x) { return __float2bfloat16(x); }
-    static float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-};
+using namespace bench;
 
 // A [batch, nhead, seqlen, hdim] tensor stored bhsd (perm) or bshd; strides per spec 1.7.
 struct TensorLayout
@@ -351,253 +44,413 @@ TensorLayout make_layout(bool perm, int batch, int nhead, int seqlen, int hdim)
     return TensorLayout{{h * s * d, perm ? s * d : d, perm ? d : h * d}, int64_t(batch) * h * s * d};
 }
 
-bool fits_index(int64_t v) { return v <= std::numeric_limits<ck_tile::index_t>::max(); }
-
-// Values rounded to T: `host` holds them as T for the upload, `exact` as float for the host reference.
-template <typename T>
-void fill_tensor(InitMethod method, uint32_t seed, std::vector<T>& host, std::vector<float>& exact)
+// Where every tensor of one call lives. Batch mode: shape [b, h, s, d] with the common lengths; group mode: shape
+// [1, h, total, d], batch b starting at row seqstart[b]. Bias and randval are [shape_b, h, shape_s_q, max_s_k]
+// (bias broadcast over batch / head by rank), LSE [shape_b, h, shape_s_q]. The references' outputs are packed
+// (attention_spec.h): batch b's rows start at out_start[b].
+struct FwdLayout
 {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<int> uniform_int(-3, 3);
-    std::uniform_real_distribution<float> unit(0.f, 1.f);
-    std::uniform_real_distribution<float> symmetric(-1.f, 1.f);
-    std::normal_distribution<float> normal(0.f, std::sqrt(3.f));
-    for (size_t i = 0; i < host.size(); ++i)
-    {
-        float x = 0.f;
-        switch (method)
-        {
-        case InitMethod::uniform_int: x = float(uniform_int(gen)); break;
-        case InitMethod::normal_int: x = std::min(3.f, std::max(-3.f, std::round(normal(gen)))); break;
-        case InitMethod::uniform_float: x = unit(gen); break;
-        case InitMethod::normal_float: x = normal(gen); break;
-        case InitMethod::trig_float: x = std::cos(float(i)); break;
-        case InitMethod::uniform_quant: x = symmetric(gen); break;
-        }
-        host[i]  = DTypeTraits<T>::from_float(x);
-        exact[i] = DTypeTraits<T>::to_float(host[i]);
-    }
-}
-
-// Owns one device allocation; at least kMinBytes so that empty tensors (s_k = 0) still get a valid pointer.
-class DeviceBuffer
-{
-public:
-    DeviceBuffer() = default;
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    ~DeviceBuffer()
-    {
-        if (ptr_ != nullptr)
-            cudaFree(ptr_);
-    }
-    cudaError_t allocate(size_t bytes) { return cudaMalloc(&ptr_, std::max(bytes, kMinBytes)); }
-    void* get() const { return ptr_; }
-
-private:
-    static constexpr size_t kMinBytes = 256;
-    void* ptr_                        = nullptr;
+    std::vector<int32_t> seqstart_q, seqstart_k; // [b + 1] physical first rows (group mode: K rows step by kpad)
+    std::vector<int32_t> out_start;              // [b + 1] cumulative seqlen_q
+    int shape_batch, shape_seqlen_q, shape_seqlen_k, max_seqlen_q, max_seqlen_k;
+    TensorLayout q, k, v, o, bias, randval;
+    reference::Strides lse;
+    int64_t lse_elements;
 };
 
-// check_err: |out - ref| <= atol + rtol * |ref|; NaN always fails; infinities pass only when allow_infinity_ref and
-// out equals ref. Writes `msg`, the first few mismatches and a summary to `log`. The slice is [h, s_q, cols] (cols = d_v
-// for O, 1 for LSE), which names the mismatching elements.
-bool check_slice(const float* out, const float* ref, int64_t n, int seqlen_q, int cols, double rtol, double atol,
-                 bool allow_infinity_ref, const char* msg, std::ostream& log)
+FwdLayout make_fwd_layout(const FwdConfig& c)
 {
-    constexpr int64_t kMaxListed = 5;
-    int64_t errors               = 0;
-    double max_err               = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-    {
-        const double o = out[i], r = ref[i];
-        bool ok;
-        if (std::isnan(o) || std::isnan(r))
-            ok = false;
-        else if (std::isinf(o) || std::isinf(r))
-            ok = allow_infinity_ref && o == r;
-        else
-        {
-            const double err = std::abs(o - r);
-            max_err          = std::max(max_err, err);
-            ok               = err <= atol + rtol * std::abs(r);
-        }
-        if (!ok)
-        {
-            if (errors == 0)
-                log << msg << "\n";
-            if (errors < kMaxListed)
-            {
-                log << "  out[h:" << i / (int64_t(seqlen_q) * cols) << ", s:" << (i / cols) % seqlen_q;
-                if (cols > 1)
-                    log << ", d:" << i % cols;
-                log << "] != ref: " << o << " != " << r << "\n";
-            }
-            ++errors;
-        }
-    }
-    if (errors > 0)
-        log << std::setprecision(7) << "max err: " << max_err << ", number of errors: " << errors << ", "
-            << 100.0 * double(errors) / double(n) << "% wrong values\n";
-    return errors == 0;
+    FwdLayout l;
+    l.out_start  = cumulative(c.seqlen_qs);
+    l.seqstart_q = l.out_start;
+    l.seqstart_k = cumulative(c.seqlen_kpads.empty() ? c.seqlen_ks : c.seqlen_kpads);
+    l.shape_batch    = c.group() ? 1 : c.batch;
+    l.shape_seqlen_q = c.group() ? l.seqstart_q.back() : c.seqlen_qs[0];
+    l.shape_seqlen_k = c.group() ? l.seqstart_k.back() : c.seqlen_ks[0];
+    l.max_seqlen_q   = *std::max_element(c.seqlen_qs.begin(), c.seqlen_qs.end());
+    l.max_seqlen_k   = *std::max_element(c.seqlen_ks.begin(), c.seqlen_ks.end());
+
+    l.q = make_layout(c.iperm, l.shape_batch, c.nhead, l.shape_seqlen_q, c.hdim_q);
+    l.k = make_layout(c.iperm, l.shape_batch, c.nhead_k, l.shape_seqlen_k, c.hdim_q);
+    l.v = make_layout(c.iperm, l.shape_batch, c.nhead_k, l.shape_seqlen_k, c.hdim_v);
+    l.o = make_layout(c.operm, l.shape_batch, c.nhead, l.shape_seqlen_q, c.hdim_v);
+
+    const int64_t h = c.nhead, sq = l.shape_seqlen_q, sk = l.max_seqlen_k;
+    const int rank  = c.bias.type == bias_enum::elementwise_bias ? c.bias.rank_info : 0;
+    l.bias    = TensorLayout{{rank == 2 ? h * sq * sk : 0, rank >= 1 ? sq * sk : 0, sk},
+                             (rank == 2 ? l.shape_batch : 1) * (rank >= 1 ? h : 1) * sq * sk};
+    l.randval = TensorLayout{{h * sq * sk, sq * sk, sk}, l.shape_batch * h * sq * sk};
+    l.lse     = reference::Strides{h * sq, sq, 1};
+    l.lse_elements = l.shape_batch * h * sq;
+    return l;
 }
 
-// Compares batch by batch and stops at the first failing batch, as AITER does. out_o and ref_o are contiguous
-// [b, h, s_q, d_v]; out_lse and ref_lse [b, h, s_q].
+// The host-side inputs: values rounded to the dtype (T for the upload, float for the host reference).
 template <typename T>
-bool validate(const FwdConfig& c, const std::vector<float>& out_o, const std::vector<float>& ref_o,
-              const std::vector<float>& out_lse, const std::vector<float>& ref_lse, std::ostream& log)
+struct HostInputs
 {
-    const int64_t o_per_batch   = int64_t(c.nhead) * c.seqlen_q * c.hdim_v;
-    const int64_t lse_per_batch = int64_t(c.nhead) * c.seqlen_q;
+    std::vector<T> q, k, v, bias;
+    std::vector<float> q_exact, k_exact, v_exact, bias_exact;
+    std::vector<float> alibi_slopes; // [h] or [b, h]
+    std::vector<float> sink;         // [h] sink logits
+};
+
+template <typename T>
+HostInputs<T> make_inputs(const FwdConfig& c, const FwdLayout& l)
+{
+    HostInputs<T> in;
+    in.q.resize(size_t(l.q.elements));
+    in.k.resize(size_t(l.k.elements));
+    in.v.resize(size_t(l.v.elements));
+    fill_tensor(c.init, c.seed, in.q, in.q_exact);
+    fill_tensor(c.init, c.seed + 1, in.k, in.k_exact);
+    fill_tensor(c.init, c.seed + 2, in.v, in.v_exact);
+    if (c.bias.type == bias_enum::elementwise_bias)
+    {
+        in.bias.resize(size_t(l.bias.elements));
+        fill_tensor(c.init, c.seed + 3, in.bias, in.bias_exact);
+    }
+    if (c.bias.type == bias_enum::alibi)
+    {
+        const std::vector<float> slopes = alibi_slopes(c.nhead);
+        for (int b = 0; b < (c.bias.rank_info == 1 ? c.batch : 1); ++b)
+            in.alibi_slopes.insert(in.alibi_slopes.end(), slopes.begin(), slopes.end());
+    }
+    if (c.init_sink)
+    {
+        constexpr float kSinkMin = -2.f, kSinkMax = 6.f;
+        std::mt19937 gen(c.seed + 4);
+        std::uniform_real_distribution<float> dist(kSinkMin, kSinkMax);
+        for (int h = 0; h < c.nhead; ++h)
+            in.sink.push_back(dist(gen));
+    }
+    return in;
+}
+
+// Device copies of everything the call reads or writes.
+struct DeviceTensors
+{
+    DeviceBuffer q, k, v, o, lse, bias, randval, sink;
+    DeviceBuffer seqstart_q, seqstart_k, seqlen_k; // group mode
+    DeviceBuffer drop_seed_offset;                 // -drop_prefs=1: {seed, offset} as uint64
+};
+
+bool stores_randval(const FwdConfig& c) { return c.p_drop > 0.f && c.validation > 0; }
+
+template <typename T>
+int upload_inputs(const FwdConfig& c, const FwdLayout& l, const HostInputs<T>& in, DeviceTensors& d)
+{
+    BENCH_CHECK_CUDA(d.q.upload(in.q));
+    BENCH_CHECK_CUDA(d.k.upload(in.k));
+    BENCH_CHECK_CUDA(d.v.upload(in.v));
+    BENCH_CHECK_CUDA(d.o.allocate(sizeof(T) * l.o.elements));
+    BENCH_CHECK_CUDA(d.lse.allocate(sizeof(float) * l.lse_elements));
+    // 0xFF bytes are NaN in fp16, bf16 and fp32: any element the kernel does not write fails validation.
+    BENCH_CHECK_CUDA(cudaMemset(d.o.get(), 0xFF, sizeof(T) * l.o.elements));
+    BENCH_CHECK_CUDA(cudaMemset(d.lse.get(), 0xFF, sizeof(float) * l.lse_elements));
+    if (c.bias.type == bias_enum::elementwise_bias)
+        BENCH_CHECK_CUDA(d.bias.upload(in.bias));
+    if (c.bias.type == bias_enum::alibi)
+        BENCH_CHECK_CUDA(d.bias.upload(in.alibi_slopes));
+    if (c.init_sink)
+        BENCH_CHECK_CUDA(d.sink.upload(in.sink));
+    if (stores_randval(c))
+    {
+        BENCH_CHECK_CUDA(d.randval.allocate(size_t(l.randval.elements)));
+        BENCH_CHECK_CUDA(cudaMemset(d.randval.get(), 0, size_t(l.randval.elements)));
+    }
+    if (c.group())
+    {
+        BENCH_CHECK_CUDA(d.seqstart_q.upload(l.seqstart_q));
+        BENCH_CHECK_CUDA(d.seqstart_k.upload(l.seqstart_k));
+        if (!c.seqlen_kpads.empty())
+            BENCH_CHECK_CUDA(d.seqlen_k.upload(c.seqlen_ks));
+    }
+    if (c.p_drop > 0.f && c.drop_prefs)
+        BENCH_CHECK_CUDA(d.drop_seed_offset.upload(std::vector<uint64_t>{c.drop_seed, c.drop_offset}));
+    return kExitPass;
+}
+
+// run() checked every stride the library reads; the batch strides of group mode are not read and become 0 when they
+// would not fit.
+ck_tile::index_t idx(int64_t v) { return fits_index(v) ? ck_tile::index_t(v) : 0; }
+
+// Every field set explicitly; fp8 descales and block scales (not run by this build) get null pointers and zeros.
+aiter::mha_fwd_args make_fwd_args(const FwdConfig& c, const FwdLayout& l, const DeviceTensors& d)
+{
+    aiter::mha_fwd_args a;
+    a.use_asm_v3      = c.fwd_v3;
+    a.v3_api_check    = c.is_v3_check;
+    a.how_v3_bf16_cvt = c.v3_bf16_cvt;
+    a.data_type       = c.prec;
+    a.is_group_mode   = c.group();
+    a.bias_type       = int(c.bias.type);
+    a.has_lse         = c.lse;
+    a.qscale_type     = int(c.qscale);
+    a.has_sink        = c.has_sink();
+
+    a.q_ptr         = d.q.get();
+    a.k_ptr         = d.k.get();
+    a.v_ptr         = d.v.get();
+    a.bias_ptr      = c.bias.type != bias_enum::no_bias ? d.bias.get() : nullptr;
+    a.q_descale_ptr = a.k_descale_ptr = a.v_descale_ptr = nullptr;
+    a.rand_val_ptr  = stores_randval(c) ? d.randval.get() : nullptr;
+    a.lse_ptr       = c.lse ? d.lse.get() : nullptr;
+    a.o_ptr         = d.o.get();
+
+    a.seqstart_q_ptr  = c.group() ? d.seqstart_q.get() : nullptr;
+    a.seqstart_k_ptr  = c.group() ? d.seqstart_k.get() : nullptr;
+    a.seqlen_q_ptr    = nullptr;
+    a.seqlen_k_ptr    = c.group() && !c.seqlen_kpads.empty() ? d.seqlen_k.get() : nullptr;
+    a.cu_seqlen_q_ptr = a.cu_seqlen_k_ptr = nullptr;
+    a.block_scale_seqstart_q_ptr = a.block_scale_seqstart_k_ptr = nullptr;
+    a.sink_ptr                                                   = c.init_sink ? d.sink.get() : nullptr;
+
+    a.seqlen_q     = l.shape_seqlen_q;
+    a.seqlen_k     = l.shape_seqlen_k;
+    a.batch        = c.batch;
+    a.max_seqlen_q = l.max_seqlen_q;
+    a.hdim_q       = c.hdim_q;
+    a.hdim_v       = c.hdim_v;
+    a.nhead_q      = c.nhead;
+    a.nhead_k      = c.nhead_k;
+
+    a.scale_s         = c.scale_s;
+    a.logits_soft_cap = c.logits_soft_cap;
+
+    a.stride_q             = idx(l.q.strides.row);
+    a.stride_k             = idx(l.k.strides.row);
+    a.stride_v             = idx(l.v.strides.row);
+    a.stride_bias          = c.bias.type == bias_enum::alibi ? (c.bias.rank_info == 1 ? c.nhead : 0)
+                                                             : idx(l.bias.strides.row);
+    a.stride_randval       = idx(l.randval.strides.row);
+    a.stride_o             = idx(l.o.strides.row);
+    a.nhead_stride_q       = idx(l.q.strides.head);
+    a.nhead_stride_k       = idx(l.k.strides.head);
+    a.nhead_stride_v       = idx(l.v.strides.head);
+    a.nhead_stride_bias    = c.bias.type == bias_enum::elementwise_bias ? idx(l.bias.strides.head) : 0;
+    a.nhead_stride_randval = idx(l.randval.strides.head);
+    a.nhead_stride_lse     = idx(l.lse.head);
+    a.nhead_stride_o       = idx(l.o.strides.head);
+    a.batch_stride_q       = idx(l.q.strides.batch);
+    a.batch_stride_k       = idx(l.k.strides.batch);
+    a.batch_stride_v       = idx(l.v.strides.batch);
+    a.batch_stride_bias    = c.bias.type == bias_enum::elementwise_bias ? idx(l.bias.strides.batch) : 0;
+    a.batch_stride_randval = idx(l.randval.strides.batch);
+    a.batch_stride_lse     = idx(l.lse.batch);
+    a.batch_stride_o       = idx(l.o.strides.batch);
+    a.nhead_stride_q_descale = a.nhead_stride_k_descale = a.nhead_stride_v_descale = 0;
+    a.batch_stride_q_descale = a.batch_stride_k_descale = a.batch_stride_v_descale = 0;
+
+    a.window_size_left  = c.mask.left;
+    a.window_size_right = c.mask.right;
+    a.sink_size         = c.mask.sink_size;
+    a.mask_type         = int(c.mask.type);
+    a.min_seqlen_q      = 0;
+
+    a.p_drop    = c.p_drop;
+    a.s_randval = stores_randval(c);
+    if (c.p_drop > 0.f && c.drop_prefs)
+    {
+        const uint64_t* seed_offset = d.drop_seed_offset.as<uint64_t>();
+        a.drop_seed_offset          = std::pair<const void*, const void*>{seed_offset, seed_offset + 1};
+    }
+    else
+        a.drop_seed_offset = std::pair<uint64_t, uint64_t>{c.drop_seed, c.drop_offset};
+
+    a.block_scale_size_q  = 128; // AITER's benchmark value; read only with -qscale=bs
+    a.block_scale_size_kv = 128;
+    return a;
+}
+
+// Where the arrays a reference reads live: host memory for -v=1 (fp32 copies of the inputs), device memory for -v=2.
+struct ReferenceArrays
+{
+    const int32_t *seqlen_q, *seqlen_k, *out_start, *seqstart_q, *seqstart_k; // seqstart_*: nullptr in batch mode
+    const void *q, *k, *v, *bias;
+    const float *alibi_slopes, *sink;
+    const uint8_t* randval;
+    float *o, *lse;
+};
+
+// The references' view of the call: shapes, strides and features from the config, arrays from `a`.
+reference::AttentionProblem make_reference_problem(const FwdConfig& c, const FwdLayout& l, const ReferenceArrays& a)
+{
+    reference::AttentionProblem p{};
+    p.batch = c.batch, p.nhead_q = c.nhead, p.nhead_k = c.nhead_k, p.hdim_q = c.hdim_q, p.hdim_v = c.hdim_v;
+    p.max_seqlen_q = l.max_seqlen_q;
+    p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k, p.out_start = a.out_start;
+    p.seqstart_q = a.seqstart_q, p.seqstart_k = a.seqstart_k;
+    p.q = a.q, p.k = a.k, p.v = a.v;
+    p.q_strides = l.q.strides, p.k_strides = l.k.strides, p.v_strides = l.v.strides;
+    p.scale   = c.scale_s;
+    p.softcap = c.logits_soft_cap;
+    // window_generic: the library anchors (left, right) = (y, x) bottom-right, as CK's device code
+    p.mask      = reference::MaskSpec{int(c.mask.type), c.mask.left, c.mask.right, c.mask.sink_size};
+    p.bias_type = int(c.bias.type);
+    p.bias = a.bias, p.bias_strides = l.bias.strides;
+    p.alibi_slopes       = a.alibi_slopes;
+    p.alibi_batch_stride = c.bias.rank_info == 1 ? c.nhead : 0;
+    p.sink               = a.sink;
+    if (c.p_drop > 0.f)
+    {
+        const float keep  = 1.f - c.p_drop; // fp32, as the library computes the threshold
+        p.randval         = a.randval;
+        p.randval_strides = l.randval.strides;
+        p.keep_threshold  = uint8_t(std::floor(keep * 255.f));
+        p.rp_keep         = 1.f / keep;
+    }
+    p.o   = a.o;
+    p.lse = a.lse;
+    return p;
+}
+
+// Reads the library's O (any layout) and LSE back in the references' packed fp32 layout.
+template <typename T>
+int download_outputs(const FwdConfig& c, const FwdLayout& l, const DeviceTensors& d, std::vector<float>& out_o,
+                     std::vector<float>& out_lse)
+{
+    std::vector<T> o_host(size_t(l.o.elements));
+    std::vector<float> lse_host(size_t(l.lse_elements));
+    BENCH_CHECK_CUDA(cudaMemcpy(o_host.data(), d.o.get(), sizeof(T) * o_host.size(), cudaMemcpyDeviceToHost));
+    BENCH_CHECK_CUDA(cudaMemcpy(lse_host.data(), d.lse.get(), sizeof(float) * lse_host.size(), cudaMemcpyDeviceToHost));
+    const int64_t rows = int64_t(c.nhead) * l.out_start.back();
+    out_o.resize(size_t(rows * c.hdim_v));
+    out_lse.resize(size_t(rows));
+    const int32_t* seqstart = c.group() ? l.seqstart_q.data() : nullptr;
+    for (int b = 0; b < c.batch; ++b)
+        for (int h = 0; h < c.nhead; ++h)
+            for (int i = 0; i < c.seqlen_qs[b]; ++i)
+            {
+                const int64_t out = int64_t(c.nhead) * l.out_start[b] + int64_t(h) * c.seqlen_qs[b] + i;
+                const T* src      = o_host.data() + reference::element_offset(l.o.strides, seqstart, b, h, i);
+                for (int dd = 0; dd < c.hdim_v; ++dd)
+                    out_o[out * c.hdim_v + dd] = DTypeTraits<T>::to_float(src[dd]);
+                out_lse[out] = lse_host[reference::element_offset(l.lse, seqstart, b, h, i)];
+            }
+    return kExitPass;
+}
+
+// -v=1 on the host, -v=2 with the naive GPU kernel on the library's own device inputs.
+template <typename T>
+int run_reference(const FwdConfig& c, const FwdLayout& l, const HostInputs<T>& in, const DeviceTensors& d,
+                  std::vector<float>& ref_o, std::vector<float>& ref_lse)
+{
+    const int64_t rows = int64_t(c.nhead) * l.out_start.back();
+    ref_o.resize(size_t(rows * c.hdim_v));
+    ref_lse.resize(size_t(rows));
+    if (c.validation == 1)
+    {
+        std::vector<uint8_t> randval(c.p_drop > 0.f ? size_t(l.randval.elements) : 0);
+        if (!randval.empty())
+            BENCH_CHECK_CUDA(cudaMemcpy(randval.data(), d.randval.get(), randval.size(), cudaMemcpyDeviceToHost));
+        const ReferenceArrays host{c.seqlen_qs.data(),
+                                   c.seqlen_ks.data(),
+                                   l.out_start.data(),
+                                   c.group() ? l.seqstart_q.data() : nullptr,
+                                   c.group() ? l.seqstart_k.data() : nullptr,
+                                   in.q_exact.data(),
+                                   in.k_exact.data(),
+                                   in.v_exact.data(),
+                                   in.bias_exact.data(),
+                                   in.alibi_slopes.data(),
+                                   c.init_sink ? in.sink.data() : nullptr,
+                                   randval.data(),
+                                   ref_o.data(),
+                                   ref_lse.data()};
+        reference::reference_attention_fwd(make_reference_problem(c, l, host));
+        return kExitPass;
+    }
+    DeviceBuffer seqlen_q, seqlen_k, out_start, seqstart_q, seqstart_k, o_dev, lse_dev;
+    BENCH_CHECK_CUDA(seqlen_q.upload(c.seqlen_qs));
+    BENCH_CHECK_CUDA(seqlen_k.upload(c.seqlen_ks));
+    BENCH_CHECK_CUDA(out_start.upload(l.out_start));
+    BENCH_CHECK_CUDA(seqstart_q.upload(l.seqstart_q));
+    BENCH_CHECK_CUDA(seqstart_k.upload(l.seqstart_k));
+    BENCH_CHECK_CUDA(o_dev.allocate(sizeof(float) * ref_o.size()));
+    BENCH_CHECK_CUDA(lse_dev.allocate(sizeof(float) * ref_lse.size()));
+    const ReferenceArrays dev{seqlen_q.as<const int32_t>(),
+                              seqlen_k.as<const int32_t>(),
+                              out_start.as<const int32_t>(),
+                              c.group() ? seqstart_q.as<const int32_t>() : nullptr,
+                              c.group() ? seqstart_k.as<const int32_t>() : nullptr,
+                              d.q.get(),
+                              d.k.get(),
+                              d.v.get(),
+                              d.bias.get(),
+                              d.bias.as<const float>(), // the ALiBi slopes when -bias=a
+                              c.init_sink ? d.sink.as<const float>() : nullptr,
+                              d.randval.as<const uint8_t>(),
+                              o_dev.as<float>(),
+                              lse_dev.as<float>()};
+    const reference::AttentionProblem p = make_reference_problem(c, l, dev);
+    const auto dtype = std::is_same_v<T, __half> ? reference::NaiveDType::fp16 : reference::NaiveDType::bf16;
+    BENCH_CHECK_CUDA(reference::naive_attention_fwd(dtype, p, nullptr));
+    BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+    BENCH_CHECK_CUDA(cudaMemcpy(ref_o.data(), o_dev.get(), sizeof(float) * ref_o.size(), cudaMemcpyDeviceToHost));
+    BENCH_CHECK_CUDA(cudaMemcpy(ref_lse.data(), lse_dev.get(), sizeof(float) * ref_lse.size(), cudaMemcpyDeviceToHost));
+    return kExitPass;
+}
+
+std::string str(const std::vector<int32_t>& v)
+{
+    std::ostringstream os;
+    os << "[";
+    for (size_t i = 0; i < v.size(); ++i)
+        os << (i ? ", " : "") << v[i];
+    os << "]";
+    return os.str();
+}
+
+// Compares batch by batch and stops at the first failing batch, as AITER does.
+template <typename T>
+bool validate(const FwdConfig& c, const FwdLayout& l, const std::vector<float>& out_o,
+              const std::vector<float>& ref_o, const std::vector<float>& out_lse, const std::vector<float>& ref_lse,
+              std::ostream& log)
+{
     for (int b = 0; b < c.batch; ++b)
     {
-        const char* what = nullptr;
-        if (!check_slice(out_o.data() + b * o_per_batch, ref_o.data() + b * o_per_batch, o_per_batch, c.seqlen_q,
+        const int sq        = c.seqlen_qs[b];
+        const int64_t row0  = int64_t(c.nhead) * l.out_start[b];
+        const int64_t nrows = int64_t(c.nhead) * sq;
+        const char* what    = nullptr;
+        if (!check_slice(out_o.data() + row0 * c.hdim_v, ref_o.data() + row0 * c.hdim_v, nrows * c.hdim_v, sq,
                          c.hdim_v, DTypeTraits<T>::rtol, DTypeTraits<T>::atol, false, "OUT Error: Incorrect results!",
                          log))
             what = "OUT";
-        else if (c.lse && !check_slice(out_lse.data() + b * lse_per_batch, ref_lse.data() + b * lse_per_batch,
-                                       lse_per_batch, c.seqlen_q, 1, DTypeTraits<T>::rtol, DTypeTraits<T>::atol, true,
+        else if (c.lse && !check_slice(out_lse.data() + row0, ref_lse.data() + row0, nrows, sq, 1,
+                                       DTypeTraits<T>::rtol, DTypeTraits<T>::atol, true,
                                        "LSE Error: Incorrect results!", log))
             what = "LSE";
         if (what != nullptr)
         {
-            log << what << " mismatch found at batch: " << b << "\n\tseqlen_q: " << c.seqlen_q
-                << "\n\tseqlen_k: " << c.seqlen_k << "\n";
+            log << what << " mismatch found at batch: " << b << "\n\tseqlen_q: " << sq
+                << "\n\tseqlen_k: " << c.seqlen_ks[b] << "\n\tseqstart_q: " << str(l.seqstart_q)
+                << "\n\tseqstart_k: " << str(l.seqstart_k) << "\n";
             return false;
         }
     }
     return true;
 }
 
-// The four tensors of one problem, Q/K/V laid out by -iperm and O by -operm.
-struct Layouts
-{
-    TensorLayout q, k, v, o;
-    int64_t lse_elements; // [b, h, s_q]
-};
-
-Layouts make_layouts(const FwdConfig& c)
-{
-    return Layouts{make_layout(c.iperm, c.batch, c.nhead, c.seqlen_q, c.hdim_q),
-                   make_layout(c.iperm, c.batch, c.nhead_k, c.seqlen_k, c.hdim_q),
-                   make_layout(c.iperm, c.batch, c.nhead_k, c.seqlen_k, c.hdim_v),
-                   make_layout(c.operm, c.batch, c.nhead, c.seqlen_q, c.hdim_v), int64_t(c.batch) * c.nhead * c.seqlen_q};
-}
-
-// Every field set explicitly; features this build does not run (bias, dropout, quantization, sink, varlen) get null
-// pointers and zero strides. The caller has checked that every batch stride fits in int32.
-aiter::mha_fwd_args make_fwd_args(const FwdConfig& c, const Layouts& l, const void* q, const void* k, const void* v,
-                                  void* o, void* lse)
-{
-    aiter::mha_fwd_args args;
-    args.use_asm_v3      = c.fwd_v3;
-    args.v3_api_check    = c.is_v3_check;
-    args.how_v3_bf16_cvt = c.v3_bf16_cvt;
-    args.data_type       = c.prec;
-    args.is_group_mode   = false;
-    args.bias_type       = int(c.bias.type);
-    args.has_lse         = c.lse;
-    args.qscale_type     = int(c.qscale);
-    args.has_sink        = false;
-
-    args.q_ptr    = q;
-    args.k_ptr    = k;
-    args.v_ptr    = v;
-    args.lse_ptr  = c.lse ? lse : nullptr;
-    args.o_ptr    = o;
-    args.bias_ptr = args.q_descale_ptr = args.k_descale_ptr = args.v_descale_ptr = nullptr;
-    args.rand_val_ptr = nullptr;
-    args.seqstart_q_ptr = args.seqstart_k_ptr = args.seqlen_q_ptr = args.seqlen_k_ptr = nullptr;
-    args.cu_seqlen_q_ptr = args.cu_seqlen_k_ptr = nullptr;
-    args.block_scale_seqstart_q_ptr = args.block_scale_seqstart_k_ptr = args.sink_ptr = nullptr;
-
-    args.seqlen_q     = c.seqlen_q;
-    args.seqlen_k     = c.seqlen_k;
-    args.batch        = c.batch;
-    args.max_seqlen_q = c.seqlen_q;
-    args.hdim_q       = c.hdim_q;
-    args.hdim_v       = c.hdim_v;
-    args.nhead_q      = c.nhead;
-    args.nhead_k      = c.nhead_k;
-
-    args.scale_s         = c.scale_s;
-    args.logits_soft_cap = c.logits_soft_cap;
-
-    args.stride_q         = ck_tile::index_t(l.q.strides.row);
-    args.stride_k         = ck_tile::index_t(l.k.strides.row);
-    args.stride_v         = ck_tile::index_t(l.v.strides.row);
-    args.stride_o         = ck_tile::index_t(l.o.strides.row);
-    args.nhead_stride_q   = ck_tile::index_t(l.q.strides.head);
-    args.nhead_stride_k   = ck_tile::index_t(l.k.strides.head);
-    args.nhead_stride_v   = ck_tile::index_t(l.v.strides.head);
-    args.nhead_stride_lse = c.seqlen_q;
-    args.nhead_stride_o   = ck_tile::index_t(l.o.strides.head);
-    args.batch_stride_q   = ck_tile::index_t(l.q.strides.batch);
-    args.batch_stride_k   = ck_tile::index_t(l.k.strides.batch);
-    args.batch_stride_v   = ck_tile::index_t(l.v.strides.batch);
-    args.batch_stride_lse = c.nhead * c.seqlen_q; // <= batch_stride_o
-    args.batch_stride_o   = ck_tile::index_t(l.o.strides.batch);
-    args.stride_bias = args.nhead_stride_bias = args.batch_stride_bias = 0;
-    args.stride_randval = args.nhead_stride_randval = args.batch_stride_randval = 0;
-    args.nhead_stride_q_descale = args.nhead_stride_k_descale = args.nhead_stride_v_descale = 0;
-    args.batch_stride_q_descale = args.batch_stride_k_descale = args.batch_stride_v_descale = 0;
-
-    args.window_size_left  = c.mask.left;
-    args.window_size_right = c.mask.right;
-    args.sink_size         = 0;
-    args.mask_type         = int(c.mask.type);
-    args.min_seqlen_q      = 0;
-
-    args.p_drop           = c.p_drop;
-    args.s_randval        = false;
-    args.drop_seed_offset = std::pair<uint64_t, uint64_t>{c.drop_seed, c.drop_offset};
-
-    args.block_scale_size_q  = 128; // AITER's benchmark value; read only with -qscale=bs
-    args.block_scale_size_kv = 128;
-    return args;
-}
-
-// Reads the library's O (any layout) and LSE back as contiguous fp32 [b, h, s_q, d_v] and [b, h, s_q].
+// "a, b, c" in the header's "X ms, Y TFlops, Z GB/s" part. FLOPs count Q K^T and P V per batch, halved under any
+// mask (AITER's convention); bytes are one pass over Q, K, V, O with h heads (AITER's, not h_k).
 template <typename T>
-int download_outputs(const FwdConfig& c, const Layouts& l, const DeviceBuffer& o_dev, const DeviceBuffer& lse_dev,
-                     std::vector<float>& out_o, std::vector<float>& out_lse)
+void print_performance(const FwdConfig& c, float ave_time)
 {
-    std::vector<T> o_host(l.o.elements);
-    out_o.resize(l.o.elements);
-    out_lse.resize(l.lse_elements);
-    BENCH_CHECK_CUDA(cudaMemcpy(o_host.data(), o_dev.get(), sizeof(T) * l.o.elements, cudaMemcpyDeviceToHost));
-    BENCH_CHECK_CUDA(cudaMemcpy(out_lse.data(), lse_dev.get(), sizeof(float) * l.lse_elements, cudaMemcpyDeviceToHost));
+    double flop = 0.0, bytes = 0.0;
     for (int b = 0; b < c.batch; ++b)
-        for (int h = 0; h < c.nhead; ++h)
-            for (int i = 0; i < c.seqlen_q; ++i)
-            {
-                const T* src = o_host.data() + b * l.o.strides.batch + h * l.o.strides.head + i * l.o.strides.row;
-                float* dst   = out_o.data() + ((int64_t(b) * c.nhead + h) * c.seqlen_q + i) * c.hdim_v;
-                for (int d = 0; d < c.hdim_v; ++d)
-                    dst[d] = DTypeTraits<T>::to_float(src[d]);
-            }
-    return kExitPass;
-}
-
-// -v=2: the naive GPU kernel on the same device inputs, results copied back in the host reference's layout.
-template <typename T>
-int naive_reference(const FwdConfig& c, const Layouts& l, const void* q, const void* k, const void* v,
-                    std::vector<float>& ref_o, std::vector<float>& ref_lse)
-{
-    DeviceBuffer o_dev, lse_dev;
-    BENCH_CHECK_CUDA(o_dev.allocate(sizeof(float) * l.o.elements));
-    BENCH_CHECK_CUDA(lse_dev.allocate(sizeof(float) * l.lse_elements));
-    const reference::NaiveAttentionArgs a{
-        DTypeTraits<T>::naive, q, k, v, l.q.strides, l.k.strides, l.v.strides, static_cast<float*>(o_dev.get()),
-        static_cast<float*>(lse_dev.get()), c.batch, c.nhead, c.nhead_k, c.seqlen_q, c.seqlen_k, c.hdim_q, c.hdim_v,
-        c.scale_s, reference_mask(c.mask)};
-    BENCH_CHECK_CUDA(reference::naive_attention_fwd(a, nullptr));
-    BENCH_CHECK_CUDA(cudaDeviceSynchronize());
-    BENCH_CHECK_CUDA(cudaMemcpy(ref_o.data(), o_dev.get(), sizeof(float) * l.o.elements, cudaMemcpyDeviceToHost));
-    BENCH_CHECK_CUDA(cudaMemcpy(ref_lse.data(), lse_dev.get(), sizeof(float) * l.lse_elements, cudaMemcpyDeviceToHost));
-    return kExitPass;
+    {
+        const double sq = c.seqlen_qs[b], sk = c.seqlen_ks[b];
+        flop += double(c.nhead) * (2.0 * sq * sk * c.hdim_q + 2.0 * sq * c.hdim_v * sk);
+        bytes += double(c.nhead) * sizeof(T) * (sq * c.hdim_q + sk * c.hdim_q + c.hdim_v * sk + sq * c.hdim_v);
+    }
+    if (c.mask.type != mask_enum::no_mask)
+        flop *= 0.5;
+    const double ms = ave_time > 0.f ? double(ave_time) : 0.0; // 0: nothing was launched (every s_q is 0)
+    std::cout << std::fixed << ", " << std::setprecision(3) << ave_time << " ms, " << std::setprecision(2)
+              << (ms > 0 ? flop / 1e9 / ms : 0.0) << " TFlops, " << std::setprecision(2)
+              << (ms > 0 ? bytes / 1e6 / ms : 0.0) << " GB/s" << std::flush;
 }
 
 template <typename T>
@@ -606,35 +459,25 @@ int run(const FwdConfig& c)
     if (c.validation == 2 && c.hdim_v > reference::kNaiveMaxHdimV)
         return fail(kExitFailed, "-v=2: the naive GPU reference covers d_v <= ", reference::kNaiveMaxHdimV,
                     "; use -v=1");
-    const Layouts l = make_layouts(c);
-    for (const TensorLayout* t : {&l.q, &l.k, &l.v, &l.o}) // aiter::mha_fwd_args strides are int32
-        if (!fits_index(t->strides.batch))
-            return fail(kExitFailed, "a per-batch tensor of ", t->strides.batch,
-                        " elements exceeds the int32 strides of aiter::mha_fwd_args");
+    const FwdLayout l = make_fwd_layout(c);
+    std::vector<const TensorLayout*> strided{&l.q, &l.k, &l.v, &l.o};
+    if (c.bias.type == bias_enum::elementwise_bias)
+        strided.push_back(&l.bias);
+    if (stores_randval(c))
+        strided.push_back(&l.randval);
+    for (const TensorLayout* t : strided) // the aiter strides are int32
+        if (!fits_index(t->strides.head) || (!c.group() && !fits_index(t->strides.batch)))
+            return fail(kExitFailed, "a tensor of ", t->elements,
+                        " elements needs strides beyond the int32 ones of aiter::mha_fwd_args");
+    if (!fits_index(l.lse.head) || (!c.group() && !fits_index(l.lse.batch)))
+        return fail(kExitFailed, "the LSE strides exceed int32");
 
-    std::random_device random_device;
-    const uint32_t seed = c.seed != 0 ? c.seed : random_device();
-    std::vector<T> q_host(l.q.elements), k_host(l.k.elements), v_host(l.v.elements);
-    std::vector<float> q_exact(l.q.elements), k_exact(l.k.elements), v_exact(l.v.elements);
-    fill_tensor(c.init, seed, q_host, q_exact);
-    fill_tensor(c.init, seed + 1, k_host, k_exact);
-    fill_tensor(c.init, seed + 2, v_host, v_exact);
+    const HostInputs<T> in = make_inputs<T>(c, l);
+    DeviceTensors d;
+    if (const int rc = upload_inputs(c, l, in, d); rc != kExitPass)
+        return rc;
 
-    DeviceBuffer q_dev, k_dev, v_dev, o_dev, lse_dev;
-    BENCH_CHECK_CUDA(q_dev.allocate(sizeof(T) * l.q.elements));
-    BENCH_CHECK_CUDA(k_dev.allocate(sizeof(T) * l.k.elements));
-    BENCH_CHECK_CUDA(v_dev.allocate(sizeof(T) * l.v.elements));
-    BENCH_CHECK_CUDA(o_dev.allocate(sizeof(T) * l.o.elements));
-    BENCH_CHECK_CUDA(lse_dev.allocate(sizeof(float) * l.lse_elements));
-    BENCH_CHECK_CUDA(cudaMemcpy(q_dev.get(), q_host.data(), sizeof(T) * l.q.elements, cudaMemcpyHostToDevice));
-    BENCH_CHECK_CUDA(cudaMemcpy(k_dev.get(), k_host.data(), sizeof(T) * l.k.elements, cudaMemcpyHostToDevice));
-    BENCH_CHECK_CUDA(cudaMemcpy(v_dev.get(), v_host.data(), sizeof(T) * l.v.elements, cudaMemcpyHostToDevice));
-    // 0xFF bytes are NaN in fp16, bf16 and fp32: any element the kernel does not write fails validation.
-    BENCH_CHECK_CUDA(cudaMemset(o_dev.get(), 0xFF, sizeof(T) * l.o.elements));
-    BENCH_CHECK_CUDA(cudaMemset(lse_dev.get(), 0xFF, sizeof(float) * l.lse_elements));
-
-    const aiter::mha_fwd_args args =
-        make_fwd_args(c, l, q_dev.get(), k_dev.get(), v_dev.get(), o_dev.get(), lse_dev.get());
+    const aiter::mha_fwd_args args = make_fwd_args(c, l, d);
     std::cout << header_line(c) << std::flush;
     const ck_tile::stream_config stream{nullptr, true, c.kname, c.warmup, c.repeat, c.gpu_timer};
     const float ave_time = aiter::mha_fwd(args, stream);
@@ -654,40 +497,21 @@ int run(const FwdConfig& c)
         std::cerr << "reason: " << aiter::mha_get_last_error() << std::endl;
         return kExitFailed;
     }
-
-    // FLOPs count Q*K^T and P*V; a mask halves them (AITER's convention for any mask). Bytes: one pass over Q, K, V, O.
-    const double flop  = double(c.batch) * c.nhead *
-                        (2.0 * c.seqlen_q * c.seqlen_k * c.hdim_q + 2.0 * c.seqlen_q * c.hdim_v * c.seqlen_k) *
-                        (c.mask.type == mask_enum::no_mask ? 1.0 : 0.5);
-    const double bytes = double(c.batch) * c.nhead * sizeof(T) *
-                         (double(c.seqlen_q) * c.hdim_q + double(c.seqlen_k) * c.hdim_q +
-                          double(c.hdim_v) * c.seqlen_k + double(c.seqlen_q) * c.hdim_v);
-    std::cout << std::fixed << ", " << std::setprecision(3) << ave_time << " ms, " << std::setprecision(2)
-              << flop / 1e9 / ave_time << " TFlops, " << std::setprecision(2) << bytes / 1e6 / ave_time << " GB/s"
-              << std::flush;
+    print_performance<T>(c, ave_time);
     if (c.validation == 0)
     {
         std::cout << std::endl;
         return kExitPass;
     }
 
-    std::vector<float> out_o, out_lse, ref_o(l.o.elements), ref_lse(l.lse_elements);
-    if (const int rc = download_outputs<T>(c, l, o_dev, lse_dev, out_o, out_lse); rc != kExitPass)
+    std::vector<float> out_o, out_lse, ref_o, ref_lse;
+    if (const int rc = download_outputs<T>(c, l, d, out_o, out_lse); rc != kExitPass)
         return rc;
-    if (c.validation == 1)
-    {
-        const reference::HostAttentionProblem p{
-            c.batch,      c.nhead,       c.nhead_k,      c.seqlen_q,    c.seqlen_k,     c.hdim_q,
-            c.hdim_v,     c.scale_s,     reference_mask(c.mask),       q_exact.data(), l.q.strides,
-            k_exact.data(), l.k.strides, v_exact.data(), l.v.strides,   ref_o.data(),   ref_lse.data()};
-        reference::reference_attention_fwd(p);
-    }
-    else if (const int rc = naive_reference<T>(c, l, q_dev.get(), k_dev.get(), v_dev.get(), ref_o, ref_lse);
-             rc != kExitPass)
+    if (const int rc = run_reference<T>(c, l, in, d, ref_o, ref_lse); rc != kExitPass)
         return rc;
 
     std::ostringstream log;
-    const bool pass = validate<T>(c, out_o, ref_o, out_lse, ref_lse, log);
+    const bool pass = validate<T>(c, l, out_o, ref_o, out_lse, ref_lse, log);
     std::cout << ", valid:" << (pass ? "y" : "n") << std::endl << log.str() << std::flush;
     return pass ? kExitPass : kExitFailed;
 }
@@ -696,7 +520,7 @@ int run(const FwdConfig& c)
 
 int main(int argc, char* argv[])
 {
-    bench::ArgParser parser = make_parser();
+    ArgParser parser = make_fwd_parser();
     if (!parser.parse(argc, argv))
         return kExitBadArgs;
 
@@ -708,7 +532,7 @@ int main(int argc, char* argv[])
     }
 
     FwdConfig config;
-    if (const int rc = read_config(parser, config); rc != kExitPass)
+    if (const int rc = read_fwd_config(parser, config); rc != kExitPass)
         return rc;
 
     // Features this build does not have answer like an unsupported call, without touching the GPU.

@@ -18,6 +18,26 @@ namespace aiter {
 using drop_seed_offset_t =
     std::variant<std::pair<uint64_t, uint64_t>, std::pair<const void*, const void*>>;
 
+// Semantics (AITER / CK's, made explicit). For query row i and key column j of one (batch, head):
+//   s = scale_s * q_i . k_j;  if logits_soft_cap > 0: s = cap * tanh(s / cap);  then + bias[i, j] (bias_type 1:
+//   same dtype as q, addressed bias_ptr + h*nhead_stride_bias + b*batch_stride_bias (group mode:
+//   seqstart_q[b]*stride_bias) + i*stride_bias + j) or + ALiBi (bias_type 2: fp32 slopes at
+//   bias_ptr[b*stride_bias + h]; value -slope*|i + sk - sq - j| with no mask or bottom-right windows,
+//   -slope*|i - j| with top-left windows, +slope*j with causal masks (left < 0, right == 0), as CK).
+//   Masks (FlashAttention form): diag = i + (bottom-right ? sk - sq : 0); j is visible iff j < sk and
+//   (left < 0 || j >= diag - left) and (right < 0 || j <= diag + right). mask_type 1 anchors top-left, 2 and 3 (CK's
+//   device treats window_generic's (left, right) as a bottom-right window) bottom-right.
+//   Sinks (has_sink): sink_size > 0 keeps keys j < sink_size visible (if j <= diag + right and i < sk) when a finite
+//   left window would hide them (mask types 1-3); sink_ptr (fp32 [nhead_q], natural-log logit, not scaled) joins
+//   every row's softmax denominator: LSE = log(sum_j exp(s_ij) + exp(sink)), O = sum_j exp(s_ij) v_j / that sum.
+//   Dropout (p_drop > 0): keep iff randval <= floor((1 - p_drop) * 255), kept probabilities scaled by
+//   1 / (1 - p_drop); LSE uses the undropped probabilities. randval is uint8 from this library's Philox4x32-10
+//   stream (csrc/common/philox.h), stored at rand_val_ptr (same addressing as the bias) when s_randval.
+//   A row that sees no key gets O = 0 and LSE = -inf (LSE = sink with a sink logit).
+//   Group mode: batch b starts at physical rows seqstart_q[b] / seqstart_k[b]; its logical lengths are seqlen_*_ptr[b],
+//   else cu_seqlen_*[b+1] - cu_seqlen_*[b], else seqstart_*[b+1] - seqstart_*[b]; max_seqlen_q must be >= every
+//   logical seqlen_q; LSE at lse_ptr + h*nhead_stride_lse + seqstart_q[b] + i; min_seqlen_q > 0 skips batches with
+//   seqlen_q <= min_seqlen_q (nothing is written for them, as CK's skip_min_seqlen_q).
 struct mha_fwd_args
 {
     // aiter

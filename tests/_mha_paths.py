@@ -1,4 +1,4 @@
-"""Where the built aiter_mha module lives, for the binding tests (test_binding_cpu.py, test_gpu_fwd.py).
+"""Where the built aiter_mha module lives, for the binding tests (test_binding_cpu.py, test_gpu_fwd*.py), and the repo root.
 
 compile.py leaves aiter_mha<EXT_SUFFIX> next to libmha_fwd.so in the directory it runs in: the repo root by default,
 or $MHA_BUILD_DIR when set (searched first). load_binding() puts both on sys.path and imports the module.

@@ -51,6 +51,10 @@ def _ensure_build():
     return d, ""
 
 
+def pytest_report_header(config):
+    return f"mha build: {_BUILD['dir'] or 'none (' + _BUILD['why'].splitlines()[0] + ')'}"
+
+
 def pytest_configure(config):
     _BUILD["dir"], _BUILD["why"] = _ensure_build()
     if _BUILD["dir"]:

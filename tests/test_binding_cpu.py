@@ -1,6 +1,7 @@
-"""CPU-only tests of the aiter_mha binding (csrc/python): the module imports, rejects invalid input with a precise
-ValueError (NumPy arrays reach every layout check, then fail the device check, so no GPU is needed), follows the
-DLPack capsule protocol (consumes once, calls the deleter) and never imports torch. Skipped when it is not built.
+"""CPU-only tests of the aiter_mha binding (csrc/python): the module imports, mha_fwd and mha_varlen_fwd reject invalid
+input (q/k/v, bias, ALiBi, sinks, dropout, sequence arrays, outputs) with a precise ValueError (NumPy arrays reach every
+layout check, then fail the device check, so no GPU is needed), the binding follows the DLPack capsule protocol
+(consumes once, calls the deleter) and never imports torch. Skipped when the module is not built.
 """
 import os
 import subprocess
@@ -30,14 +31,24 @@ def qkv(b=2, sq=16, sk=24, h=4, hk=2, d=64, dv=None, dtype=np.float16, seed=0):
     return q, k, v
 
 
+VERSION = "0.2.0"
+FEATURE_KWARGS = ("scale", "mask", "window_left", "window_right", "softcap", "bias", "alibi_slopes", "dropout_p",
+                  "seed", "offset", "seed_offset", "return_randval", "sink", "sink_size", "return_lse", "out", "lse",
+                  "stream", "use_asm_v3")
+
+
 def test_module_surface():
-    assert aiter_mha.__version__ == "0.1.0"
-    assert callable(aiter_mha.mha_fwd)
+    assert aiter_mha.__version__ == VERSION
+    assert callable(aiter_mha.mha_fwd) and callable(aiter_mha.mha_varlen_fwd)
     assert isinstance(aiter_mha.last_kernel_name(), str)
     assert hasattr(aiter_mha, "DeviceBuffer")
-    doc = aiter_mha.mha_fwd.__doc__
-    for kw in ("scale", "mask", "window_left", "window_right", "return_lse", "out", "lse", "stream", "use_asm_v3"):
-        assert kw in doc
+    for fn, extra in ((aiter_mha.mha_fwd, ()),
+                      (aiter_mha.mha_varlen_fwd, ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k",
+                                                  "seqused_q", "seqused_k", "min_seqlen_q"))):
+        doc = fn.__doc__
+        for kw in FEATURE_KWARGS + extra:
+            assert kw in doc, f"{fn.__name__}.__doc__ does not mention {kw}"
+        assert "then lse if return_lse" in doc and "then randval if return_randval" in doc
 
 
 def test_host_arrays_rejected():
@@ -106,7 +117,7 @@ def test_stride_beyond_int32():
 
 
 @pytest.mark.parametrize("mask, left, right, msg", [
-    ("diagonal", -1, -1, r"mask='diagonal' is not one of"),
+    ("diagonal", -1, -1, r"mask='diagonal' is not one of .*'window_generic'"),
     ("causal", 16, -1, r"mask='causal' is \(window_left=-1, window_right=0\)"),
     ("none", -1, 4, r"mask='none' takes no window"),
     (7, -1, -1, r"mask_type 7 is not 0"),
@@ -198,4 +209,164 @@ def test_does_not_import_torch():
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["False", "0.1.0"], r.stdout + r.stderr
+    assert r.stdout.split() == ["False", VERSION], r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------------------------------------ features (mha_fwd)
+
+def reaches_device_check(**kw):
+    """A well-formed call with host arrays gets through every layout check and fails on q's device."""
+    q, k, v = kw.pop("qkv", None) or qkv()
+    with pytest.raises(ValueError, match=r"q is on cpu"):
+        aiter_mha.mha_fwd(q, k, v, **kw)
+
+
+def test_valid_feature_arguments_pass_layout_checks():
+    b, sq, sk, h = 2, 16, 24, 4
+    f16, f32 = np.float16, np.float32
+    reaches_device_check(mask="window_generic", window_left=3, window_right=5)
+    reaches_device_check(mask=3, window_left=0, window_right=0)
+    reaches_device_check(softcap=30.0, scale=0.2)
+    for shape in ((b, h, sq, sk), (1, 1, sq, sk), (1, h, sq, sk), (b, 1, 1, sk)):
+        reaches_device_check(bias=np.zeros(shape, f16))
+    row = np.zeros(sk, f16)
+    expanded = np.lib.stride_tricks.as_strided(row, shape=(b, h, sq, sk), strides=(0, 0, 0, row.itemsize))
+    reaches_device_check(bias=expanded)
+    reaches_device_check(alibi_slopes=np.ones(h, f32), mask="causal")
+    reaches_device_check(alibi_slopes=np.ones((b, h), f32))
+    reaches_device_check(alibi_slopes=np.ones((1, h), f32))
+    reaches_device_check(dropout_p=0.5, seed=2**64 - 1, offset=np.uint64(7), return_randval=True)
+    reaches_device_check(dropout_p=0.1, seed_offset=np.array([1, 2], np.uint64))
+    reaches_device_check(dropout_p=0.1, seed_offset=np.array([1, 2], np.int64))
+    reaches_device_check(sink=np.zeros(h, f32), sink_size=4, mask=1, window_left=8, window_right=0)
+    reaches_device_check(qkv=qkv(d=16, dv=128), return_lse=True)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(softcap=-1.0), r"softcap must be >= 0"),
+    (dict(softcap=float("inf")), r"softcap must be finite"),
+    (dict(softcap="x"), r"softcap must be a real number"),
+    (dict(dropout_p=1.0), r"dropout_p must be in \[0, 1\)"),
+    (dict(dropout_p=-0.1), r"dropout_p must be in \[0, 1\)"),
+    (dict(dropout_p=None), r"dropout_p must be a real number"),
+    (dict(seed=-1), r"seed must be an int in \[0, 2\*\*64\)"),
+    (dict(offset=2**64), r"offset must be an int in \[0, 2\*\*64\)"),
+    (dict(seed=1.5), r"seed must be an int"),
+    (dict(seed=True), r"seed must be an int"),
+    (dict(sink_size=-1), r"sink_size = -1 is out of range"),
+    (dict(sink_size="4"), r"sink_size must be an int"),
+    (dict(bias=np.zeros((2, 4, 16, 24), np.float16), alibi_slopes=np.ones(4, np.float32)),
+     r"bias and alibi_slopes are mutually exclusive"),
+    (dict(seed=3, seed_offset=np.array([1, 2], np.uint64)), r"either seed/offset or seed_offset"),
+])
+def test_bad_feature_scalars(kw, msg):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=msg):
+        aiter_mha.mha_fwd(q, k, v, **kw)
+
+
+@pytest.mark.parametrize("bias, msg", [
+    (np.zeros((2, 4, 16), np.float16), r"bias must be 4-D \[batch, nhead_q, seqlen_q, seqlen_k\], got 3-D"),
+    (np.zeros((2, 4, 16, 24), np.float32), r"bias has dtype float32 but q has float16"),
+    (np.zeros((2, 4, 16, 23), np.float16), r"bias seqlen_k \(dim 3\) is 23 but k's seqlen is 24"),
+    (np.zeros((3, 4, 16, 24), np.float16), r"bias dim 0 \(batch\) is 3; expected 2 or 1"),
+    (np.zeros((2, 2, 16, 24), np.float16), r"bias dim 1 \(nhead_q\) is 2; expected 4 or 1"),
+    (np.zeros((2, 4, 8, 24), np.float16), r"bias dim 2 \(seqlen_q\) is 8; expected 16 or 1"),
+    (np.zeros((2, 4, 16, 48), np.float16)[..., ::2], r"bias: the last dimension must be contiguous"),
+])
+def test_bad_bias(bias, msg):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=msg):
+        aiter_mha.mha_fwd(q, k, v, bias=bias)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(alibi_slopes=np.ones((2, 4, 1), np.float32)), r"alibi_slopes must be 1-D \[nhead_q\] or 2-D"),
+    (dict(alibi_slopes=np.ones(4, np.float16)), r"alibi_slopes has dtype float16 but expected float32"),
+    (dict(alibi_slopes=np.ones(3, np.float32)), r"alibi_slopes nhead \(last dim\) is 3 but q's nhead is 4"),
+    (dict(alibi_slopes=np.ones((3, 4), np.float32)), r"alibi_slopes dim 0 \(batch\) is 3; expected 2 or 1"),
+    (dict(alibi_slopes=np.ones((4, 2), np.float32).T), r"alibi_slopes: the last dimension must be contiguous"),
+    (dict(sink=np.zeros(4, np.float16)), r"sink has dtype float16 but expected float32"),
+    (dict(sink=np.zeros(5, np.float32)), r"sink length is 5 but q's nhead is 4"),
+    (dict(sink=np.zeros((1, 4), np.float32)), r"sink must be 1-D \[nhead_q\] float32"),
+    (dict(dropout_p=0.1, seed_offset=np.array([1, 2], np.int32)), r"seed_offset has dtype int32; expected uint64"),
+    (dict(dropout_p=0.1, seed_offset=np.array([1, 2, 3], np.uint64)), r"seed_offset length is 3 but \[seed, offset\]"),
+    (dict(dropout_p=0.1, seed_offset=np.array([[1, 2]], np.uint64)), r"seed_offset must be 1-D"),
+])
+def test_bad_alibi_sink_seed_offset(kw, msg):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=msg):
+        aiter_mha.mha_fwd(q, k, v, **kw)
+
+
+# ------------------------------------------------------------------------------------------------ mha_varlen_fwd
+
+def varlen(total_q=40, total_k=50, h=4, hk=2, d=64, dv=None, b=3, dtype=np.float16):
+    rng = np.random.default_rng(1)
+    dv = d if dv is None else dv
+    q = rng.standard_normal((total_q, h, d)).astype(dtype)
+    k = rng.standard_normal((total_k, hk, d)).astype(dtype)
+    v = rng.standard_normal((total_k, hk, dv)).astype(dtype)
+    cu_q = np.linspace(0, total_q, b + 1).astype(np.int32)
+    cu_k = np.linspace(0, total_k, b + 1).astype(np.int32)
+    return q, k, v, cu_q, cu_k
+
+
+def test_varlen_valid_arguments_reach_device_check():
+    q, k, v, cu_q, cu_k = varlen()
+    h, total_q = 4, 40
+    for kw in (dict(), dict(return_lse=True, mask="causal"),
+               dict(seqused_q=np.array([3, 0, 5], np.int32), seqused_k=np.array([1, 2, 3], np.int32)),
+               dict(bias=np.zeros((h, total_q, 20), np.float16), max_seqlen_k=20),
+               dict(bias=np.zeros((1, 1, 20), np.float16)),
+               dict(alibi_slopes=np.ones((3, h), np.float32), sink=np.zeros(h, np.float32), softcap=5.0),
+               dict(dropout_p=0.2, return_randval=True, max_seqlen_k=20, min_seqlen_q=2),
+               dict(out=np.zeros((total_q, h, 64), np.float16), lse=np.zeros((h, total_q), np.float32))):
+        with pytest.raises(ValueError, match=r"q is on cpu"):
+            aiter_mha.mha_varlen_fwd(q, k, v, cu_q, cu_k, 16, **kw)
+
+
+@pytest.mark.parametrize("change, msg", [
+    (dict(q=np.zeros((2, 40, 4, 64), np.float16)), r"q must be 3-D \[total_q, nhead_q, hdim_q\], got 4-D"),
+    (dict(k=np.zeros((50, 2, 32), np.float16)), r"k head dim \(dim 2\) is 32 but q's head dim is 64"),
+    (dict(v=np.zeros((49, 2, 64), np.float16)), r"v total \(dim 0\) is 49 but k's total is 50"),
+    (dict(cu_q=np.array([0, 40], np.int64)), r"cu_seqlens_q has dtype int64 but expected int32"),
+    (dict(cu_q=np.zeros((2, 2), np.int32)), r"cu_seqlens_q must be 1-D \[batch \+ 1\] int32"),
+    (dict(cu_q=np.zeros(0, np.int32)), r"cu_seqlens_q must hold batch \+ 1 >= 1 entries"),
+    (dict(cu_k=np.array([0, 50], np.int32)), r"cu_seqlens_k length is 2 but cu_seqlens_q's length is 4"),
+    (dict(cu_q=np.zeros(8, np.int32)[::2]), r"cu_seqlens_q: the last dimension must be contiguous"),
+    (dict(max_seqlen_q=-1), r"max_seqlen_q = -1 is out of range"),
+    (dict(max_seqlen_q=None), r"max_seqlen_q must be an int"),
+    (dict(seqused_q=np.array([1, 2], np.int32)), r"seqused_q length is 2 but the batch .* is 3"),
+    (dict(seqused_k=np.array([1, 2, 3], np.uint32)), r"seqused_k has dtype uint32 but expected int32"),
+    (dict(max_seqlen_k=-2), r"max_seqlen_k = -2 is out of range"),
+    (dict(min_seqlen_q=-1), r"min_seqlen_q = -1 is out of range"),
+    (dict(bias=np.zeros((4, 40), np.float16)), r"bias must be 3-D \[nhead_q, total_q, max_seqlen_k\]"),
+    (dict(bias=np.zeros((4, 39, 8), np.float16)), r"bias dim 1 \(total_q\) is 39; expected 40 or 1"),
+    (dict(bias=np.zeros((3, 40, 8), np.float16)), r"bias dim 0 \(nhead_q\) is 3; expected 4 or 1"),
+    (dict(alibi_slopes=np.ones((2, 4), np.float32)), r"alibi_slopes dim 0 \(batch\) is 2; expected 3 or 1"),
+    (dict(out=np.zeros((40, 4, 32), np.float16)), r"out has shape \[40, 4, 32\]; expected \[total_q, nhead_q, hdim_v\]"),
+    (dict(lse=np.zeros((40, 4), np.float32)), r"lse has shape \[40, 4\]; expected \[nhead_q, total_q\] float32"),
+    (dict(mask="causal", window_left=2), r"mask='causal' is \(window_left=-1, window_right=0\)"),
+])
+def test_varlen_invalid(change, msg):
+    q, k, v, cu_q, cu_k = varlen()
+    args = dict(q=q, k=k, v=v, cu_q=cu_q, cu_k=cu_k, max_seqlen_q=16)
+    kw = {}
+    for key, val in change.items():
+        (args if key in args else kw)[key] = val
+    with pytest.raises(ValueError, match=msg):
+        aiter_mha.mha_varlen_fwd(args["q"], args["k"], args["v"], args["cu_q"], args["cu_k"], args["max_seqlen_q"],
+                                 **kw)
+
+
+def test_varlen_releases_arrays_on_error():
+    q, k, v, cu_q, cu_k = varlen()
+    bias = np.zeros((4, 40, 8), np.float16)
+    before = [sys.getrefcount(x) for x in (q, k, v, cu_q, cu_k, bias)]
+    for _ in range(20):
+        with pytest.raises(ValueError):
+            aiter_mha.mha_varlen_fwd(q, k, v, cu_q, cu_k, 16, bias=bias)
+        with pytest.raises(ValueError):
+            aiter_mha.mha_varlen_fwd(q, k, v, cu_q, cu_k[:2], 16, bias=bias)
+    assert [sys.getrefcount(x) for x in (q, k, v, cu_q, cu_k, bias)] == before

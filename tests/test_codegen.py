@@ -19,23 +19,27 @@ def test_instance_names_are_unique_and_complete():
     inst = gen.all_instances()
     names = [i.name for i in inst]
     assert len(names) == len(set(names))
-    assert {(i.dtype, i.hdim) for i in inst if i.api == "fwd"} == {(d, h) for d in ("fp16", "bf16") for h in (64, 128)}
+    dims = {(32, 32), (64, 64), (96, 96), (128, 128), (160, 160), (192, 128), (192, 192), (256, 256)}
+    assert {(i.dtype, i.hdim, i.hdim_v, i.variant) for i in inst if i.api == "fwd"} == {
+        (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "full")}
 
 
 def test_filters_select_the_expected_instances():
     inst = gen.all_instances()
-    assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], [128], "")] == ["fmha_fwd_ck_bf16_d128_b128x64_w4"]
-    assert len(gen.select(inst, None, None, None, "*fp16*")) == 2
+    assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
+        "fmha_fwd_ck_bf16_d128_b128x64_w4_plain"]
+    assert len(gen.select(inst, None, None, ["192"], "")) == 8  # 192/128 and 192/192, 2 dtypes x 2 variants
+    assert len(gen.select(inst, None, None, ["192x128"], "*fp16*")) == 2
     assert gen.select(inst, ["bwd"], None, None, "") == []
 
 
 def test_table_keeps_unbuilt_rows_with_a_hint():
     inst = gen.all_instances()
-    chosen = gen.select(inst, ["fwd"], ["bf16"], [128], "")
+    chosen = gen.select(inst, ["fwd"], ["bf16"], ["128x128"], "", ["plain"])
     text = gen.fwd_table_source(inst, chosen, ["sm_90a"])
-    assert text.count("nullptr") == 3  # three known instances not built
-    assert "&mha::gen::launch_fwd_ck_bf16_d128" in text
-    assert '"--api fwd --dtypes fp16 --hdims 64"' in text
+    assert text.count("nullptr") == len(inst) - 1  # every other known instance is listed, not built
+    assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_plain" in text
+    assert '"--api fwd --dtypes fp16 --hdims 64x64 --variants full"' in text
     assert '"sm_90a", kArchCcs, 1' in text
 
 
@@ -52,16 +56,17 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 1 selected of 4 known" in r.stdout
-    assert "[x] fmha_fwd_ck_bf16_d128_b128x64_w4" in r.stdout
+    assert "instances: 1 selected of 32 known" in r.stdout
+    assert "[x] fmha_fwd_ck_bf16_d128_b128x64_w4_plain" in r.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
 
 
 @pytest.mark.parametrize("args, message", [
     (["--api", "nope"], "unknown api 'nope'"),
     (["--dtypes", "fp32"], "unknown dtype 'fp32'"),
-    (["--hdims", "96"], "unknown hdim 96"),
-    (["--hdims", "x"], "--hdims takes integers"),
+    (["--hdims", "100"], "unknown hdim 100"),
+    (["--hdims", "128x64"], "unknown hdim 128x64"),
+    (["--variants", "fast"], "unknown variant 'fast'"),
     (["--arch", "sm_70"], "unknown arch 'sm_70'"),
 ])
 def test_bad_options_fail_with_a_reason(args, message):

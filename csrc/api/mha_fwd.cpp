@@ -30,22 +30,84 @@ std::string unsupported_feature(const aiter::mha_fwd_args& a)
 {
     if (a.data_type != "fp16" && a.data_type != "bf16")
         return "data_type '" + a.data_type + "' is not supported yet (fp16, bf16)";
-    if (a.is_group_mode)
-        return "group (varlen) mode is not supported yet";
-    if (a.bias_type != 0)
-        return a.bias_type == 1 ? "elementwise bias is not supported yet" : "alibi bias is not supported yet";
-    if (a.mask_type == 3)
-        return "mask_type 3 (window_generic) is not supported yet";
     if (a.qscale_type != 0)
         return "qscale_type " + str(a.qscale_type) + " (fp8 descales) is not supported yet";
-    if (a.has_sink || a.sink_size > 0 || a.sink_ptr != nullptr)
-        return "attention sinks are not supported yet";
-    if (a.p_drop > 0.f)
-        return "dropout (p_drop > 0) is not supported yet";
-    if (a.logits_soft_cap > 0.f)
-        return "logits_soft_cap is not supported yet";
-    if (a.cu_seqlen_q_ptr != nullptr || a.cu_seqlen_k_ptr != nullptr)
-        return "cu_seqlen_q/k padding in batch mode is not supported yet";
+    return "";
+}
+
+bool has_dropout(const aiter::mha_fwd_args& a) { return a.p_drop > 0.f; }
+
+// True when the call needs a "full" instance (anything beyond scale, mask and LSE).
+bool needs_full(const aiter::mha_fwd_args& a)
+{
+    return a.logits_soft_cap > 0.f || a.bias_type != 0 || has_dropout(a) ||
+           (a.has_sink && (a.sink_ptr != nullptr || (a.sink_size > 0 && a.mask_type != 0)));
+}
+
+std::string invalid_sequences(const aiter::mha_fwd_args& a)
+{
+    if (a.cu_seqlen_q_ptr && a.seqlen_q_ptr)
+        return "seqlen_q_ptr and cu_seqlen_q_ptr are mutually exclusive";
+    if (a.cu_seqlen_k_ptr && a.seqlen_k_ptr)
+        return "seqlen_k_ptr and cu_seqlen_k_ptr are mutually exclusive";
+    if (a.is_group_mode)
+    {
+        if (a.seqstart_q_ptr == nullptr || a.seqstart_k_ptr == nullptr)
+            return "group mode needs seqstart_q_ptr and seqstart_k_ptr ([batch + 1] int32 physical starts)";
+        if (a.max_seqlen_q < 0)
+            return "max_seqlen_q must be >= 0, got " + str(a.max_seqlen_q);
+        for (auto [n, p] : {std::pair{"seqstart_q_ptr", a.seqstart_q_ptr}, std::pair{"seqstart_k_ptr", a.seqstart_k_ptr},
+                            std::pair{"seqlen_q_ptr", a.seqlen_q_ptr}, std::pair{"seqlen_k_ptr", a.seqlen_k_ptr},
+                            std::pair{"cu_seqlen_q_ptr", a.cu_seqlen_q_ptr},
+                            std::pair{"cu_seqlen_k_ptr", a.cu_seqlen_k_ptr}})
+            if (!aligned(p, 4))
+                return std::string(n) + " must be 4-byte aligned (int32)";
+        return "";
+    }
+    if (a.seqstart_q_ptr || a.seqstart_k_ptr || a.seqlen_q_ptr || a.seqlen_k_ptr)
+        return "seqstart_q/k_ptr and seqlen_q/k_ptr must be nullptr in batch mode (use cu_seqlen_q/k_ptr for padding)";
+    if (a.seqlen_q < 0 || a.seqlen_k < 0)
+        return "seqlen_q and seqlen_k must be >= 0, got " + str(a.seqlen_q) + " and " + str(a.seqlen_k);
+    return "";
+}
+
+std::string invalid_features(const aiter::mha_fwd_args& a)
+{
+    if (a.bias_type == 1)
+    {
+        if (a.bias_ptr == nullptr || !aligned(a.bias_ptr, 2))
+            return "bias_type 1 (elementwise) needs a 2-byte aligned bias_ptr";
+        if (a.stride_bias < 0 || a.nhead_stride_bias < 0 || a.batch_stride_bias < 0)
+            return "stride_bias, nhead_stride_bias and batch_stride_bias must be >= 0";
+    }
+    if (a.bias_type == 2)
+    {
+        if (a.bias_ptr == nullptr || !aligned(a.bias_ptr, 4))
+            return "bias_type 2 (alibi) needs a 4-byte aligned fp32 slope array in bias_ptr";
+        if (a.stride_bias < 0)
+            return "alibi stride_bias must be 0 ([h] slopes) or nhead_q ([b, h] slopes), got " + str(a.stride_bias);
+    }
+    if (!(a.p_drop >= 0.f && a.p_drop < 1.f))
+        return "p_drop must be in [0, 1), got " + std::to_string(a.p_drop);
+    if (has_dropout(a))
+    {
+        if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
+            if (ptrs->first == nullptr || ptrs->second == nullptr || !aligned(ptrs->first, 8) ||
+                !aligned(ptrs->second, 8))
+                return "drop_seed_offset device pointers must be non-null, 8-byte aligned uint64 values";
+        if (a.s_randval && a.rand_val_ptr == nullptr)
+            return "s_randval is set but rand_val_ptr is null";
+        if (a.s_randval && (a.stride_randval < 0 || a.nhead_stride_randval < 0 || a.batch_stride_randval < 0))
+            return "randval strides must be >= 0";
+    }
+    if (!(a.logits_soft_cap >= 0.f) || std::isinf(a.logits_soft_cap))
+        return "logits_soft_cap must be finite and >= 0, got " + std::to_string(a.logits_soft_cap);
+    if (!a.has_sink && (a.sink_ptr != nullptr || a.sink_size > 0))
+        return "sink_ptr / sink_size are set but has_sink is false";
+    if (a.has_sink && a.sink_size < 0)
+        return "sink_size must be >= 0, got " + str(a.sink_size);
+    if (a.has_sink && a.sink_ptr != nullptr && !aligned(a.sink_ptr, 4))
+        return "sink_ptr must be 4-byte aligned (fp32 [nhead_q])";
     return "";
 }
 
@@ -61,8 +123,8 @@ std::string invalid_argument(const aiter::mha_fwd_args& a)
     for (auto [name, d] : {std::pair{"hdim_q", a.hdim_q}, std::pair{"hdim_v", a.hdim_v}})
         if (d < kVecElems || d > kMaxHdim || d % kVecElems != 0)
             return std::string(name) + " must be a multiple of 8 in [8, 256], got " + str(d);
-    if (a.seqlen_q < 0 || a.seqlen_k < 0)
-        return "seqlen_q and seqlen_k must be >= 0, got " + str(a.seqlen_q) + " and " + str(a.seqlen_k);
+    if (std::string why = invalid_sequences(a); !why.empty())
+        return why;
     if (a.mask_type < 0 || a.mask_type > 3)
         return "mask_type must be 0 (none), 1 (top-left causal), 2 (bottom-right causal) or 3 (window_generic), got " +
                str(a.mask_type);
@@ -73,19 +135,15 @@ std::string invalid_argument(const aiter::mha_fwd_args& a)
         return "bias_type must be 0 (none), 1 (elementwise) or 2 (alibi), got " + str(a.bias_type);
     if (a.qscale_type < 0 || a.qscale_type > 2)
         return "qscale_type must be 0, 1 or 2, got " + str(a.qscale_type);
-    if (!(a.p_drop >= 0.f && a.p_drop < 1.f))
-        return "p_drop must be in [0, 1), got " + std::to_string(a.p_drop);
-    if (!(a.logits_soft_cap >= 0.f) || std::isinf(a.logits_soft_cap))
-        return "logits_soft_cap must be finite and >= 0, got " + std::to_string(a.logits_soft_cap);
     if (!(a.scale_s > 0.f) || std::isinf(a.scale_s))
         return "scale_s must be finite and > 0, got " + std::to_string(a.scale_s);
-    if (!a.is_group_mode && (a.seqstart_q_ptr || a.seqstart_k_ptr || a.seqlen_q_ptr || a.seqlen_k_ptr))
-        return "seqstart_q/k_ptr and seqlen_q/k_ptr must be nullptr in batch mode";
+    if (std::string why = invalid_features(a); !why.empty())
+        return why;
 
     if (a.q_ptr == nullptr || a.o_ptr == nullptr)
         return "q_ptr and o_ptr must not be null";
-    if (a.seqlen_k > 0 && (a.k_ptr == nullptr || a.v_ptr == nullptr))
-        return "k_ptr and v_ptr must not be null when seqlen_k > 0";
+    if (a.k_ptr == nullptr || a.v_ptr == nullptr)
+        return "k_ptr and v_ptr must not be null";
     if (a.has_lse && a.lse_ptr == nullptr)
         return "has_lse is set but lse_ptr is null";
     for (auto [name, p] : {std::pair{"q_ptr", a.q_ptr}, std::pair{"k_ptr", a.k_ptr}, std::pair{"v_ptr", a.v_ptr},
@@ -102,17 +160,18 @@ std::string invalid_argument(const aiter::mha_fwd_args& a)
                              Strides{"o", a.stride_o, a.nhead_stride_o, a.batch_stride_o, a.hdim_v}})
     {
         const std::string t = s.t;
+        const int batch_stride = a.is_group_mode ? 0 : s.batch; // unused in group mode
         if (s.row < s.hdim)
             return "stride_" + t + " (" + str(s.row) + ") must be >= the head dim (" + str(s.hdim) +
                    "): rows are contiguous in the last dimension and must not overlap";
-        if (s.head < 0 || s.batch < 0)
+        if (s.head < 0 || batch_stride < 0)
             return "nhead_stride_" + t + " and batch_stride_" + t + " must be >= 0";
-        if (s.row % kVecElems || s.head % kVecElems || s.batch % kVecElems)
+        if (s.row % kVecElems || s.head % kVecElems || batch_stride % kVecElems)
             return "stride_" + t + ", nhead_stride_" + t + " and batch_stride_" + t +
                    " must be multiples of 8 elements (16-byte aligned rows), got " + str(s.row) + ", " +
                    str(s.head) + ", " + str(s.batch);
     }
-    if (a.has_lse && (a.nhead_stride_lse < 0 || a.batch_stride_lse < 0))
+    if (a.has_lse && (a.nhead_stride_lse < 0 || (!a.is_group_mode && a.batch_stride_lse < 0)))
         return "nhead_stride_lse and batch_stride_lse must be >= 0";
     return "";
 }
@@ -134,10 +193,61 @@ FwdParams make_params(const aiter::mha_fwd_args& a)
     p.lse_head_stride = a.nhead_stride_lse, p.lse_batch_stride = a.batch_stride_lse;
     p.batch = a.batch, p.nhead_q = a.nhead_q, p.nhead_k = a.nhead_k, p.head_ratio = a.nhead_q / a.nhead_k;
     p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k, p.hdim_q = a.hdim_q, p.hdim_v = a.hdim_v;
+    p.max_seqlen_q = a.is_group_mode ? a.max_seqlen_q : a.seqlen_q;
     p.scale = a.scale_s;
     p.scale_log2 = a.scale_s * kLog2e;
-    if (a.mask_type == 1 || a.mask_type == 2)
-        p.mask = MaskParams{a.window_size_left, a.window_size_right, a.mask_type == 2};
+
+    // window_generic (3): CK's device treats its (left, right) as a bottom-right window
+    if (a.mask_type != 0)
+        p.mask = MaskParams{a.window_size_left, a.window_size_right, a.mask_type != 1,
+                            a.has_sink ? a.sink_size : 0};
+
+    SeqParams& q = p.seq;
+    q.is_group    = a.is_group_mode;
+    q.seqstart_q  = static_cast<const int32_t*>(a.seqstart_q_ptr);
+    q.seqstart_k  = static_cast<const int32_t*>(a.seqstart_k_ptr);
+    q.seqlen_q    = static_cast<const int32_t*>(a.seqlen_q_ptr);
+    q.seqlen_k    = static_cast<const int32_t*>(a.seqlen_k_ptr);
+    q.cu_seqlen_q = static_cast<const int32_t*>(a.cu_seqlen_q_ptr);
+    q.cu_seqlen_k = static_cast<const int32_t*>(a.cu_seqlen_k_ptr);
+    q.min_seqlen_q = a.min_seqlen_q;
+
+    ScoreModParams& m = p.mod;
+    m.softcap = a.logits_soft_cap;
+    if (a.bias_type == 1)
+    {
+        m.bias = a.bias_ptr;
+        m.bias_row_stride = a.stride_bias, m.bias_head_stride = a.nhead_stride_bias;
+        m.bias_batch_stride = a.batch_stride_bias;
+    }
+    if (a.bias_type == 2)
+    {
+        m.alibi_slopes = static_cast<const float*>(a.bias_ptr);
+        m.alibi_batch_stride = a.stride_bias;
+        const bool causal = a.window_size_left < 0 && a.window_size_right == 0;
+        m.alibi_mode = a.mask_type == 0 ? 0 : causal ? 2 : a.mask_type == 1 ? 1 : 0;
+    }
+    if (a.has_sink)
+        m.sink = static_cast<const float*>(a.sink_ptr);
+
+    DropoutParams& d = p.drop;
+    if (has_dropout(a))
+    {
+        const float keep = 1.f - a.p_drop;
+        d.enabled = true;
+        d.keep_threshold = static_cast<uint8_t>(std::floor(keep * 255.f));
+        d.rp_keep = 1.f / keep;
+        if (auto* v = std::get_if<std::pair<uint64_t, uint64_t>>(&a.drop_seed_offset))
+            d.seed = v->first, d.offset = v->second;
+        else if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
+            d.seed_ptr = static_cast<const uint64_t*>(ptrs->first), d.offset_ptr = static_cast<const uint64_t*>(ptrs->second);
+        if (a.s_randval)
+        {
+            d.randval = static_cast<uint8_t*>(a.rand_val_ptr);
+            d.randval_row_stride = a.stride_randval, d.randval_head_stride = a.nhead_stride_randval;
+            d.randval_batch_stride = a.batch_stride_randval;
+        }
+    }
     return p;
 }
 
@@ -165,20 +275,22 @@ bool arch_built(int cc)
     return false;
 }
 
-// The instance of `family` that serves the call: the smallest head dim covering both hdims. `missing` gets a reason
-// when that instance is known to the generator but not built, or when no instance covers the call at all.
-const FwdInstance* find_instance(Family family, DType dt, int hdim, std::string& missing)
+// The instance of `family` that serves the call: the cheapest one whose head dims cover both of the call's, of the
+// right variant. `missing` gets a reason when that instance is known to the generator but not built, or when no
+// instance covers the call at all.
+const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v, bool full, std::string& missing)
 {
     const FwdInstance* best = nullptr;
     for (int i = 0; i < kNumFwdInstances; ++i)
     {
         const FwdInstance& in = kFwdInstances[i];
-        if (in.family == family && in.dtype == dt && in.hdim >= hdim && (!best || in.hdim < best->hdim))
+        if (in.family == family && in.dtype == dt && in.full == full && in.hdim >= hdim_q && in.hdim_v >= hdim_v &&
+            (!best || in.hdim + in.hdim_v < best->hdim + best->hdim_v))
             best = &in;
     }
     if (best == nullptr)
     {
-        missing = "no instance covers head dim " + str(hdim) + " for this dtype";
+        missing = "no instance covers head dims " + str(hdim_q) + "/" + str(hdim_v);
         return nullptr;
     }
     if (best->launch == nullptr)
@@ -192,7 +304,7 @@ const FwdInstance* find_instance(Family family, DType dt, int hdim, std::string&
 
 // The asm instance that would run this call, or nullptr with the reason in `why_not`. The asm family covers
 // no mask, bottom-right causal, and top-left causal when seqlen_q == seqlen_k (the same mask), on sm_90 only.
-const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, int hdim, std::string& why_not)
+const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::string& why_not)
 {
     if (!a.use_asm_v3)
     {
@@ -212,7 +324,12 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, int hdim
         why_not = why.empty() ? "the GPU is sm_" + str(cc) + ", not sm_90" : why;
         return nullptr;
     }
-    const FwdInstance* in = find_instance(Family::asm_v3, dt, hdim, why_not);
+    if (needs_full(a) || a.is_group_mode)
+    {
+        why_not = "bias, dropout, soft-cap, sinks and group mode are not covered";
+        return nullptr;
+    }
+    const FwdInstance* in = find_instance(Family::asm_v3, dt, a.hdim_q, a.hdim_v, false, why_not);
     if (in != nullptr && !arch_built(90))
     {
         why_not = "this library was built without sm_90a";
@@ -235,14 +352,14 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
     if (std::string why = unsupported_feature(args); !why.empty())
         return fail("mha_fwd: " + why);
 
-    const DType dt   = dtype_of(args.data_type);
-    const int hdim   = args.hdim_q > args.hdim_v ? args.hdim_q : args.hdim_v;
+    const DType dt = dtype_of(args.data_type);
+    const bool nothing_to_do = args.is_group_mode ? args.max_seqlen_q == 0 : args.seqlen_q == 0;
 
     // asm ("v3") first when asked for, as AITER does; v3_api_check only answers whether it would run.
     if (args.use_asm_v3 || args.v3_api_check)
     {
         std::string why_not;
-        const FwdInstance* in = asm_instance(args, dt, hdim, why_not);
+        const FwdInstance* in = asm_instance(args, dt, why_not);
         if (args.v3_api_check)
         {
             if (in == nullptr)
@@ -253,7 +370,7 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
         if (in != nullptr)
         {
             mha_set_last_kernel_name(in->name);
-            if (args.seqlen_q == 0)
+            if (nothing_to_do)
                 return 0.f;
             const FwdParams p = make_params(args);
             return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
@@ -262,7 +379,7 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
     }
 
     std::string missing;
-    const FwdInstance* in = find_instance(Family::ck, dt, hdim, missing);
+    const FwdInstance* in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, needs_full(args), missing);
     if (in == nullptr)
         return fail("mha_fwd: no ck forward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
                     " hdim_v=" + str(args.hdim_v) + ": " + missing);
@@ -275,7 +392,7 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
                     (cc == 90 ? "a`" : "`"));
 
     mha_set_last_kernel_name(in->name);
-    if (args.seqlen_q == 0)
+    if (nothing_to_do)
         return 0.f; // nothing to compute; O and LSE are empty
     const FwdParams p = make_params(args);
     return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });

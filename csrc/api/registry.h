@@ -21,7 +21,9 @@ struct FwdInstance
 {
     Family family;
     DType dtype;
-    int hdim;                 // serves every call with max(hdim_q, hdim_v) <= hdim (smaller ones are zero-padded)
+    int hdim;                 // serves calls with hdim_q <= hdim and hdim_v <= hdim_v (smaller ones zero-padded)
+    int hdim_v;
+    bool full;                // also implements soft-cap, bias, ALiBi, sinks and dropout
     const char* name;         // kernel name printed by -kname / log_level_
     const char* compile_hint; // compile.py options that build this instance
     FwdLaunchFn launch;       // nullptr: not in this build

@@ -22,7 +22,8 @@ struct ScoreMods
     const Element* bias; // row-major tile origin of this (batch, head), nullptr: off
     int64_t bias_row_stride;
     float alibi_slope;  // 0: off
-    int diag_offset;    // ALiBi distance is measured from the mask's diagonal
+    int alibi_offset;   // ALiBi distance is measured from column i + alibi_offset
+    bool alibi_vertical; // causal masks: +slope * j (CK's VERTICAL mode; equal up to a per-row constant)
     int seqlen_q, seqlen_k;
 
     // s: score accumulator; c: matching (row, col) coordinates inside the tile; the tile starts at (m0, n0).
@@ -40,7 +41,8 @@ struct ScoreMods
             if (bias != nullptr && row < seqlen_q && col < seqlen_k)
                 x += static_cast<float>(bias[row * bias_row_stride + col]);
             if (alibi_slope != 0.f)
-                x -= alibi_slope * fabsf(float(col - (row + diag_offset)));
+                x += alibi_vertical ? alibi_slope * float(col)
+                                    : -alibi_slope * fabsf(float(col - (row + alibi_offset)));
             s(i) = x;
         }
     }

@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         const ScoreModParams& m = p.mod;
         mods.scale    = p.scale;
         mods.softcap  = m.softcap;
-        mods.diag_offset = mask.diag_offset;
+        mods.alibi_offset   = m.alibi_mode == 0 ? seqlen_k - seqlen_q : 0;
+        mods.alibi_vertical = m.alibi_mode == 2;
         mods.seqlen_q = seqlen_q;
         mods.seqlen_k = seqlen_k;
         if (m.bias != nullptr)
@@ -232,10 +233,33 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             mods.apply(acc_s, tScS, m_begin, n_begin);
         if (!mask.tile_fully_visible(m_begin, m_begin + kBlockM, n_begin, n_begin + kBlockN))
         {
-            CUTE_UNROLL
-            for (int i = 0; i < size(acc_s); ++i)
-                if (!mask.visible(m_begin + get<0>(tScS(i)), n_begin + get<1>(tScS(i))))
-                    acc_s(i) = -INFINITY;
+            if (mask.sink_size > 0)
+            {
+                CUTE_UNROLL
+                for (int i = 0; i < size(acc_s); ++i)
+                    if (!mask.visible(m_begin + get<0>(tScS(i)), n_begin + get<1>(tScS(i))))
+                        acc_s(i) = -INFINITY;
+            }
+            else
+            {
+                // per-row [lo, hi), then one bound test per element (column offsets are compile-time constants)
+                Tensor s_rc = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
+                Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
+                CUTE_UNROLL
+                for (int r = 0; r < size<0>(s_rc); ++r)
+                {
+                    int lo, hi, sink_hi;
+                    mask.row_bounds(m_begin + get<0>(c_rc(r, 0)), lo, hi, sink_hi);
+                    lo -= n_begin, hi -= n_begin;
+                    CUTE_UNROLL
+                    for (int c = 0; c < size<1>(s_rc); ++c)
+                    {
+                        const int col = get<1>(c_rc(r, c));
+                        if (col < lo || col >= hi)
+                            s_rc(r, c) = -INFINITY;
+                    }
+                }
+            }
         }
 
         cute::cp_async_wait<0>();

@@ -16,7 +16,7 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Kt::kSmemBytes);
     if (err != cudaSuccess)
         return err;
-    const dim3 grid((p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
+    const dim3 grid((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
     kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);
     return cudaGetLastError();
 }

@@ -25,13 +25,29 @@ ARCHS = {
 CPP_DTYPE = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 ENUM_DTYPE = {"fp16": "mha::DType::fp16", "bf16": "mha::DType::bf16"}
 
-# ck forward tiles per instance head dim: (kBlockM, kBlockN, warps). Mirrors the comment in csrc/ck/fwd_traits.cuh.
-CK_FWD_TILES = {64: (128, 128, 4), 128: (128, 64, 4)}
+# ck forward instances: (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps). Mirrors the comment in csrc/ck/fwd_traits.cuh.
+# A call runs on the cheapest instance whose head dims cover both of its own (zero-padded in between).
+CK_FWD_TILES = {
+    (32, 32): (128, 128, 4),
+    (64, 64): (128, 128, 4),
+    (96, 96): (128, 64, 4),
+    (128, 128): (128, 64, 4),
+    (160, 160): (128, 64, 8),
+    (192, 128): (128, 64, 8),
+    (192, 192): (128, 64, 8),
+    (256, 256): (128, 64, 8),
+}
+# Experiments: MHA_TILE_OVERRIDE="128x128=128,128,8;64x64=128,64,4" replaces tiles without editing this table.
+for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
+    _dims, _tile = _item.split("=")
+    CK_FWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
+# "plain" serves calls without soft-cap, bias, ALiBi, sinks or dropout; "full" serves every call.
+VARIANTS = ("plain", "full")
 
 PRESETS = {
     # smallest useful set: one instance, enough to build, link and run bf16 hdim<=128 forward
-    "ci": dict(apis=("fwd", "bwd"), dtypes=("bf16",), hdims=(128,)),
-    "all": dict(apis=APIS, dtypes=DTYPES, hdims=None),
+    "ci": dict(apis=("fwd", "bwd"), dtypes=("bf16",), hdims=("128x128",), variants=("plain",)),
+    "all": dict(apis=APIS, dtypes=DTYPES, hdims=None, variants=VARIANTS),
 }
 
 
@@ -41,36 +57,47 @@ class Instance:
     family: str  # "ck" | "asm_v3"
     dtype: str
     hdim: int
+    hdim_v: int
     block_m: int
     block_n: int
     warps: int
+    variant: str  # "plain" | "full"
+
+    @property
+    def dims(self) -> str:
+        return f"{self.hdim}x{self.hdim_v}"
 
     @property
     def name(self) -> str:
-        return f"fmha_{self.api}_{self.family}_{self.dtype}_d{self.hdim}_b{self.block_m}x{self.block_n}_w{self.warps}"
+        d = f"d{self.hdim}" if self.hdim == self.hdim_v else f"d{self.hdim}_dv{self.hdim_v}"
+        return (f"fmha_{self.api}_{self.family}_{self.dtype}_{d}_b{self.block_m}x{self.block_n}_w{self.warps}"
+                f"_{self.variant}")
 
     @property
     def fn(self) -> str:
-        return f"launch_{self.api}_{self.family}_{self.dtype}_d{self.hdim}"
+        return f"launch_{self.api}_{self.family}_{self.dtype}_d{self.hdim}_dv{self.hdim_v}_{self.variant}"
 
     @property
     def compile_hint(self) -> str:
-        return f"--api {self.api} --dtypes {self.dtype} --hdims {self.hdim}"
+        return f"--api {self.api} --dtypes {self.dtype} --hdims {self.dims} --variants {self.variant}"
 
 
 def all_instances() -> list[Instance]:
     out = []
     for dtype in DTYPES:
-        for hdim, (bm, bn, w) in CK_FWD_TILES.items():
-            out.append(Instance("fwd", "ck", dtype, hdim, bm, bn, w))
+        for (hq, hv), (bm, bn, w) in CK_FWD_TILES.items():
+            for variant in VARIANTS:
+                out.append(Instance("fwd", "ck", dtype, hq, hv, bm, bn, w, variant))
     return out
 
 
-def known_hdims() -> list[int]:
-    return sorted({i.hdim for i in all_instances()})
+def known_hdims() -> list[str]:
+    """Accepted --hdims tokens: an instance's hdim_q ("192": every instance with it) or "QxV" exactly."""
+    inst = all_instances()
+    return sorted({str(i.hdim) for i in inst} | {i.dims for i in inst}, key=lambda t: [int(x) for x in t.split("x")])
 
 
-def select(instances, apis, dtypes, hdims, pattern):
+def select(instances, apis, dtypes, hdims, pattern, variants=None):
     """Instances passing every filter (None = no filter on that key)."""
     keep = []
     for i in instances:
@@ -78,7 +105,9 @@ def select(instances, apis, dtypes, hdims, pattern):
             continue
         if dtypes is not None and i.dtype not in dtypes:
             continue
-        if hdims is not None and i.hdim not in hdims:
+        if hdims is not None and str(i.hdim) not in hdims and i.dims not in hdims:
+            continue
+        if variants is not None and i.variant not in variants:
             continue
         if pattern and not fnmatch.fnmatch(i.name, pattern):
             continue
@@ -104,8 +133,9 @@ def instance_source(i: Instance) -> str:
     if i.api == "fwd" and i.family == "ck":
         return (HEADER + '#include "ck/fwd_launch.cuh"\n\nnamespace mha::gen {\n'
                 f"cudaError_t {i.fn}(const mha::FwdParams& p, cudaStream_t stream)\n{{\n"
-                f"    return mha::ck::run_fwd<mha::ck::FwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.block_m}, "
-                f"{i.block_n}, {i.warps}>>(p, stream);\n}}\n}} // namespace mha::gen\n")
+                f"    return mha::ck::run_fwd<mha::ck::FwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, "
+                f"{i.block_m}, {i.block_n}, {i.warps}, {'true' if i.variant == 'full' else 'false'}>>(p, stream);"
+                f"\n}}\n}} // namespace mha::gen\n")
     raise ValueError(f"no source template for {i.name}")
 
 
@@ -117,9 +147,11 @@ def fwd_table_source(instances, built, archs) -> str:
     fam = {"ck": "Family::ck", "asm_v3": "Family::asm_v3"}
     for i in fwd:
         fn = f"&mha::gen::{i.fn}" if i in built else "nullptr"
-        lines.append(f'    {{{fam[i.family]}, {ENUM_DTYPE[i.dtype]}, {i.hdim}, "{i.name}", "{i.compile_hint}", {fn}}},')
+        full = "true" if i.variant == "full" else "false"
+        lines.append(f'    {{{fam[i.family]}, {ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {full}, "{i.name}", '
+                     f'"{i.compile_hint}", {fn}}},')
     if not fwd:
-        lines.append('    {Family::ck, DType::bf16, 0, "none", "", nullptr},')
+        lines.append('    {Family::ck, DType::bf16, 0, 0, false, "none", "", nullptr},')
     lines.append("};")
     lines.append(f"const int kNumFwdInstances = {len(fwd)};")
     ccs = ", ".join(str(ARCHS[a][1]) for a in archs)
@@ -135,13 +167,17 @@ def support_table(built) -> str:
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fwd = [i for i in built if i.api == "fwd"]
     for fam, dtype in sorted({(i.family, i.dtype) for i in fwd}):
-        prev = 0
-        for hdim in sorted(i.hdim for i in fwd if (i.family, i.dtype) == (fam, dtype)):
+        mine = [i for i in fwd if (i.family, i.dtype) == (fam, dtype)]
+        for variant in VARIANTS:
+            dims = sorted({(i.hdim, i.hdim_v) for i in mine if i.variant == variant})
+            if not dims:
+                continue
             arch = ("y", "y", "y") if fam == "ck" else ("n", "y", "n")
-            rows.append(f"| fwd | {fam} | {dtype} | ({prev}, {hdim}], multiples of 8, q and v may differ | batch "
-                        f"| no_mask, causal top-left / bottom-right, sliding window | n | n | y | "
+            feats = ("elementwise, alibi | y (+ soft-cap, sinks)" if variant == "full" else "n | n")
+            hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
+            rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
+                        f"| no_mask, causal t/b, windows t/b, generic | {feats} | y | "
                         f"{arch[0]} | {arch[1]} | {arch[2]} |")
-            prev = hdim
     if not fwd:
         rows.append("| fwd | - | - | - | - | - | - | - | - | n | n | n |")
     rows.append("| bwd | - | - | - | - | - | - | - | - | n | n | n |")

@@ -57,6 +57,8 @@ struct ScoreModParams
     int64_t bias_row_stride = 0, bias_head_stride = 0, bias_batch_stride = 0;
     const float* alibi_slopes = nullptr; // fp32 slope per (batch, head): slopes[b * alibi_batch_stride + h]
     int64_t alibi_batch_stride = 0;
+    // CK's ALiBi position: 0 -|i + sk - sq - j| (no mask, bottom-right), 1 -|i - j| (top-left), 2 +j (causal)
+    int32_t alibi_mode = 0;
     const float* sink = nullptr;  // fp32 per-head sink logit joining every row's softmax denominator
 };
 

@@ -29,8 +29,19 @@ struct WindowMask
     {
         const int diag = row + diag_offset;
         const bool right_ok = right < 0 || col <= diag + right;
-        return col < seqlen_k && right_ok && (left < 0 || col >= diag - left || col < sink_size);
+        return col < seqlen_k && right_ok && (left < 0 || col >= diag - left || (col < sink_size && row < seqlen_k));
     }
+
+    // Visible columns of one row as [lo, hi) plus the sink prefix [0, sink_hi): one bound test per element.
+    MHA_HOST_DEVICE void row_bounds(int row, int& lo, int& hi, int& sink_hi) const
+    {
+        const int diag = row + diag_offset;
+        lo = left < 0 ? 0 : diag - left;
+        hi = right < 0 ? seqlen_k : min_i(diag + right + 1, seqlen_k);
+        sink_hi = (left >= 0 && row < seqlen_k) ? min_i(sink_size, hi) : 0;
+    }
+
+    MHA_HOST_DEVICE static int min_i(int a, int b) { return a < b ? a : b; }
 
     // Window columns that rows [m_begin, m_end) may see, clipped to [0, seqlen_k).
     MHA_HOST_DEVICE MaskRange range(int m_begin, int m_end) const

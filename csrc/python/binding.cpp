@@ -1,12 +1,14 @@
 // aiter_mha: the pybind11 + DLPack binding of aiter::mha_fwd (include/mha_fwd.h), torch-free. It takes any DLPack array
 // (torch, CuPy, JAX; NumPy only reaches the error paths), checks it (dlpack_io.h) with a precise ValueError, fills every
-// aiter::mha_fwd_args field for batch mode and launches on the caller's stream. Outputs it allocates itself come back
-// as DeviceBuffer objects that export through __dlpack__. Python-facing documentation: kMhaFwdDoc at the bottom.
+// aiter::mha_fwd_args field for batch mode (mha_fwd) or group mode (mha_varlen_fwd) with every optional feature (bias,
+// ALiBi, soft-cap, sinks, dropout) and launches on the caller's stream. Outputs it allocates itself come back as
+// DeviceBuffer objects that export through __dlpack__. Python-facing documentation: kMhaFwdDoc / kVarlenDoc below.
 
 #include <pybind11/pybind11.h>
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -25,9 +27,16 @@ using namespace mha_py;
 
 static_assert(sizeof(ck_tile::index_t) == sizeof(mha_py::index_t), "dlpack_io.h checks strides against int32");
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = "0.2.0";
+constexpr DLDataType kF32{kDLFloat, 32, 1};
+constexpr DLDataType kI32{kDLInt, 32, 1};
+constexpr DLDataType kI64{kDLInt, 64, 1};
+constexpr DLDataType kU64{kDLUInt, 64, 1};
+constexpr DLDataType kU8{kDLUInt, 8, 1};
 
-// ------------------------------------------------------------------------------------------------ mha_fwd
+using TensorPtr = std::unique_ptr<ImportedTensor>;
+
+// ------------------------------------------------------------------------------------------------ scalar arguments
 
 struct MaskSpec
 {
@@ -35,6 +44,19 @@ struct MaskSpec
     int left;
     int right;
 };
+
+std::string type_name(const py::handle& x) { return py::str(py::type::handle_of(x).attr("__name__")); }
+
+int64_t int_arg(const py::object& x, const std::string& name, int64_t lo, int64_t hi, const char* hint = "")
+{
+    int64_t v = 0;
+    if (!as_int64(x, v))
+        invalid(name + " must be an int" + hint + ", got " + type_name(x));
+    if (v < lo || v > hi)
+        invalid(name + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]" + hint);
+    return v;
+}
 
 int window_arg(const py::object& w, const char* name)
 {
@@ -47,8 +69,42 @@ int window_arg(const py::object& w, const char* name)
     return static_cast<int>(v);
 }
 
-// mask: "none" | "causal" (= bottom-right, FlashAttention's convention) | "causal_bottom_right" | "causal_top_left",
-// or an int mask_type 0..3 that takes window_left/right as given (sliding window with 1/2, generic window with 3).
+// Any real number (float, int, NumPy scalar), finite.
+double real_arg(const py::object& x, const std::string& name)
+{
+    const double v = PyFloat_AsDouble(x.ptr());
+    if (v == -1.0 && PyErr_Occurred())
+    {
+        PyErr_Clear();
+        invalid(name + " must be a real number, got " + type_name(x));
+    }
+    if (!std::isfinite(v))
+        invalid(name + " must be finite, got " + std::to_string(v));
+    return v;
+}
+
+// An int in [0, 2**64): a Python int or anything with __index__ (NumPy integers), not a bool.
+uint64_t u64_arg(const py::object& x, const std::string& name)
+{
+    PyObject* i = PyBool_Check(x.ptr()) ? nullptr : PyNumber_Index(x.ptr());
+    if (i == nullptr)
+    {
+        PyErr_Clear();
+        invalid(name + " must be an int in [0, 2**64), got " + type_name(x));
+    }
+    const py::object as_int = py::reinterpret_steal<py::object>(i);
+    const unsigned long long v = PyLong_AsUnsignedLongLong(as_int.ptr());
+    if (PyErr_Occurred())
+    {
+        PyErr_Clear();
+        invalid(name + " must be an int in [0, 2**64), got " + std::string(py::str(as_int)));
+    }
+    return static_cast<uint64_t>(v);
+}
+
+// mask: "none" | "causal" (= bottom-right, FlashAttention's convention) | "causal_bottom_right" | "causal_top_left" |
+// "window_generic", or an int mask_type 0..3 that takes window_left/right as given (sliding window with 1/2, generic
+// window with 3).
 MaskSpec parse_mask(const py::object& mask, int left, int right)
 {
     if (py::isinstance<py::str>(mask))
@@ -69,8 +125,10 @@ MaskSpec parse_mask(const py::object& mask, int left, int right)
                         std::to_string(right) + "); pass mask=1 (top-left) or 2 (bottom-right) for a sliding window");
             return {top_left ? 1 : 2, -1, 0};
         }
-        invalid("mask='" + m + "' is not one of 'none', 'causal', 'causal_top_left', 'causal_bottom_right' "
-                "(or an int mask_type 0..3)");
+        if (m == "window_generic")
+            return {3, left, right};
+        invalid("mask='" + m + "' is not one of 'none', 'causal', 'causal_top_left', 'causal_bottom_right', "
+                "'window_generic' (or an int mask_type 0..3)");
     }
     int64_t t = 0;
     if (as_int64(mask, t))
@@ -80,8 +138,7 @@ MaskSpec parse_mask(const py::object& mask, int left, int right)
                     " is not 0 (none), 1 (top-left), 2 (bottom-right) or 3 (generic window)");
         return {static_cast<int>(t), left, right};
     }
-    invalid("mask must be a str or an int mask_type, got " +
-            std::string(py::str(py::type::handle_of(mask).attr("__name__"))));
+    invalid("mask must be a str or an int mask_type, got " + type_name(mask));
 }
 
 // An int handle, or a stream object carrying one (torch's .cuda_stream, CuPy's .ptr).
@@ -114,196 +171,444 @@ void expect_size(const ImportedTensor& x, int dim, int64_t want, const char* wha
                 std::to_string(want) + " (" + x.name() + " shape " + shape_str(x.shape()) + ")");
 }
 
-py::object mha_fwd_py(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
-                      const py::object& scale_obj, const py::object& mask_obj, const py::object& window_left_obj,
-                      const py::object& window_right_obj, bool return_lse, const py::object& out_obj,
-                      const py::object& lse_obj, const py::object& stream_obj, bool use_asm_v3)
+// A dim that is either `want` long or broadcast (size 1); returns the element stride the library takes (0 when
+// broadcast or never stepped along).
+index_t broadcast_stride(const ImportedTensor& x, int dim, int64_t want, const std::string& what)
 {
+    if (x.size(dim) != want && x.size(dim) != 1)
+        invalid(x.name() + " dim " + std::to_string(dim) + " (" + what + ") is " + std::to_string(x.size(dim)) +
+                "; expected " + std::to_string(want) + " or 1 (broadcast) (" + x.name() + " shape " +
+                shape_str(x.shape()) + ")");
+    return x.size(dim) == 1 ? 0 : x.stride(dim);
+}
+
+TensorPtr import_opt(const py::object& obj, const char* name, uintptr_t stream)
+{
+    return obj.is_none() ? nullptr : std::make_unique<ImportedTensor>(obj, name, stream);
+}
+
+// ------------------------------------------------------------------------------------------------ arguments
+
+// Keyword arguments common to mha_fwd and mha_varlen_fwd, as the caller gave them.
+struct Options
+{
+    py::object scale, mask, window_left, window_right, softcap, bias, alibi_slopes, dropout_p, seed, offset,
+        seed_offset, sink, sink_size, out, lse, stream;
+    bool return_randval, return_lse, use_asm_v3;
+};
+
+// Group-mode (mha_varlen_fwd) positional and keyword arguments.
+struct Varlen
+{
+    py::object cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, min_seqlen_q;
+};
+
+// The largest logical seqlen_k over the batch, read from the device (one small copy that synchronizes `stream`).
+int64_t max_logical_seqlen_k(const ImportedTensor& cu_k, const ImportedTensor* used_k, int64_t b, uintptr_t stream,
+                             int device)
+{
+    std::vector<int32_t> cu(b + 1), used(used_k ? b : 0);
+    {
+        DeviceGuard guard(device);
+        const auto s = reinterpret_cast<cudaStream_t>(stream);
+        py::gil_scoped_release no_gil;
+        // both are unit-stride (check_layout: a 1-D array's only dim is its last)
+        cudaError_t e = cudaMemcpyAsync(cu.data(), cu_k.data(), (b + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess && used_k)
+            e = cudaMemcpyAsync(used.data(), used_k->data(), b * sizeof(int32_t), cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess)
+        {
+            cudaGetLastError();
+            py::gil_scoped_acquire gil;
+            raise(PyExc_RuntimeError, cuda_error("reading cu_seqlens_k / seqused_k to size the bias / randval", e));
+        }
+    }
+    int64_t m = 0;
+    for (int64_t i = 0; i < b; ++i)
+        m = std::max<int64_t>(m, used_k ? used[i] : int64_t(cu[i + 1]) - cu[i]);
+    return m;
+}
+
+py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const Options& o,
+                   const Varlen* vl)
+{
+    const bool group = vl != nullptr;
+    const char* fn   = group ? "mha_varlen_fwd" : "mha_fwd";
+
     // Scalar arguments first: they need no device and fail fast.
-    const int wl         = window_arg(window_left_obj, "window_left");
-    const int wr         = window_arg(window_right_obj, "window_right");
-    const MaskSpec mask  = parse_mask(mask_obj, wl, wr);
-    const uintptr_t strm = parse_stream(stream_obj);
-    const bool has_lse   = return_lse || !lse_obj.is_none();
+    const int wl          = window_arg(o.window_left, "window_left");
+    const int wr          = window_arg(o.window_right, "window_right");
+    const MaskSpec mask   = parse_mask(o.mask, wl, wr);
+    const uintptr_t strm  = parse_stream(o.stream);
+    const double softcap  = real_arg(o.softcap, "softcap");
+    const double p_drop   = real_arg(o.dropout_p, "dropout_p");
+    const uint64_t seed   = u64_arg(o.seed, "seed");
+    const uint64_t offset = u64_arg(o.offset, "offset");
+    const int sink_size   = static_cast<int>(int_arg(o.sink_size, "sink_size", 0, kIndexMax));
+    const bool has_lse    = o.return_lse || !o.lse.is_none();
+    if (softcap < 0)
+        invalid("softcap must be >= 0 (0: off), got " + std::to_string(softcap));
+    if (!(p_drop >= 0 && p_drop < 1))
+        invalid("dropout_p must be in [0, 1), got " + std::to_string(p_drop));
+    if (!o.bias.is_none() && !o.alibi_slopes.is_none())
+        invalid("bias and alibi_slopes are mutually exclusive (the library takes one bias_type)");
+    if (!o.seed_offset.is_none() && (seed != 0 || offset != 0))
+        invalid("pass either seed/offset or seed_offset (a device array), not both");
+    int64_t max_q = 0, max_k = -1, min_q = 0;
+    if (group)
+    {
+        max_q = int_arg(vl->max_seqlen_q, "max_seqlen_q", 0, kIndexMax);
+        if (!vl->max_seqlen_k.is_none())
+            max_k = int_arg(vl->max_seqlen_k, "max_seqlen_k", 0, kIndexMax);
+        min_q = int_arg(vl->min_seqlen_q, "min_seqlen_q", 0, kIndexMax);
+    }
 
     // Layout and cross-tensor checks come before the device checks so host arrays get the same precise reasons.
+    // Batch mode indexes q/k/v as [b, s, h, d] (row dim 1, head dim 2); group mode as [total, h, d] (row dim 0).
+    const int R = group ? 0 : 1, H = R + 1, D = R + 2, nd = group ? 3 : 4;
     ImportedTensor q(q_obj, "q", strm);
-    q.check_layout(4, "[batch, seqlen_q, nhead_q, hdim_q]", nullptr, nullptr, false);
+    q.check_layout(nd, group ? "[total_q, nhead_q, hdim_q]" : "[batch, seqlen_q, nhead_q, hdim_q]", nullptr, nullptr,
+                   false);
     const DLDataType qt = q.dtype();
     ImportedTensor k(k_obj, "k", strm);
-    k.check_layout(4, "[batch, seqlen_k, nhead_k, hdim_q]", &qt, "q has", false);
+    k.check_layout(nd, group ? "[total_k, nhead_k, hdim_q]" : "[batch, seqlen_k, nhead_k, hdim_q]", &qt, "q has",
+                   false);
     ImportedTensor v(v_obj, "v", strm);
-    v.check_layout(4, "[batch, seqlen_k, nhead_k, hdim_v]", &qt, "q has", false);
+    v.check_layout(nd, group ? "[total_k, nhead_k, hdim_v]" : "[batch, seqlen_k, nhead_k, hdim_v]", &qt, "q has",
+                   false);
     const char* dtype = qt.code == kDLBfloat ? "bf16" : "fp16";
 
-    const int64_t b = q.size(0), s_q = q.size(1), h_q = q.size(2), d = q.size(3);
-    const int64_t s_k = k.size(1), h_k = k.size(2), d_v = v.size(3);
-    expect_size(k, 0, b, "batch (dim 0)", "q's batch");
-    expect_size(v, 0, b, "batch (dim 0)", "q's batch");
-    expect_size(k, 3, d, "head dim (dim 3)", "q's head dim");
-    expect_size(v, 1, s_k, "seqlen (dim 1)", "k's seqlen");
-    expect_size(v, 2, h_k, "nhead (dim 2)", "k's nhead");
+    // s_q / s_k: the per-batch lengths in batch mode, total_q / total_k in group mode.
+    int64_t b         = group ? 0 : q.size(0);
+    const int64_t s_q = q.size(R), h_q = q.size(H), d = q.size(D);
+    const int64_t s_k = k.size(R), h_k = k.size(H), d_v = v.size(D);
+    if (!group)
+    {
+        expect_size(k, 0, b, "batch (dim 0)", "q's batch");
+        expect_size(v, 0, b, "batch (dim 0)", "q's batch");
+    }
+    expect_size(k, D, d, group ? "head dim (dim 2)" : "head dim (dim 3)", "q's head dim");
+    expect_size(v, R, s_k, group ? "total (dim 0)" : "seqlen (dim 1)", group ? "k's total" : "k's seqlen");
+    expect_size(v, H, h_k, group ? "nhead (dim 1)" : "nhead (dim 2)", "k's nhead");
     if (h_k == 0)
         invalid("k has nhead_k = 0 (shape " + shape_str(k.shape()) + ")");
     if (h_q % h_k != 0)
-        invalid("nhead_q = " + std::to_string(h_q) + " (q dim 2) is not a multiple of nhead_k = " +
-                std::to_string(h_k) + " (k dim 2); MQA/GQA need nhead_q % nhead_k == 0");
+        invalid("nhead_q = " + std::to_string(h_q) + " (q dim " + std::to_string(H) +
+                ") is not a multiple of nhead_k = " + std::to_string(h_k) + " (k dim " + std::to_string(H) +
+                "); MQA/GQA need nhead_q % nhead_k == 0");
 
     double scale = 1.0 / std::sqrt(static_cast<double>(d > 0 ? d : 1));
-    if (!scale_obj.is_none())
+    if (!o.scale.is_none())
     {
-        scale = PyFloat_AsDouble(scale_obj.ptr()); // any real number: float, int, numpy scalars
-        if (scale == -1.0 && PyErr_Occurred())
+        const double s = PyFloat_AsDouble(o.scale.ptr());
+        if (s == -1.0 && PyErr_Occurred())
         {
             PyErr_Clear();
             invalid("scale must be a real number or None (None: 1/sqrt(hdim_q))");
         }
-        if (!std::isfinite(scale))
-            invalid("scale must be finite, got " + std::to_string(scale));
+        if (!std::isfinite(s))
+            invalid("scale must be finite, got " + std::to_string(s));
+        scale = s;
     }
 
-    const std::vector<int64_t> out_shape{b, s_q, h_q, d_v};
-    const std::vector<int64_t> lse_shape{b, h_q, s_q};
-    const DLDataType lse_dtype{kDLFloat, 32, 1};
-
-    std::unique_ptr<ImportedTensor> out_in, lse_in;
-    if (!out_obj.is_none())
+    // Sequence arrays (group mode): cu_seqlens_* [b+1] physical starts, seqused_* [b] logical lengths.
+    TensorPtr cu_q, cu_k, used_q, used_k;
+    if (group)
     {
-        out_in = std::make_unique<ImportedTensor>(out_obj, "out", strm);
-        out_in->check_layout(4, "[batch, seqlen_q, nhead_q, hdim_v]", &qt, "q has", true);
+        cu_q = std::make_unique<ImportedTensor>(vl->cu_seqlens_q, "cu_seqlens_q", strm);
+        cu_q->check_layout(1, "[batch + 1] int32", &kI32, "expected", false);
+        if (cu_q->size(0) < 1)
+            invalid("cu_seqlens_q must hold batch + 1 >= 1 entries, got shape " + shape_str(cu_q->shape()));
+        b    = cu_q->size(0) - 1;
+        cu_k = std::make_unique<ImportedTensor>(vl->cu_seqlens_k, "cu_seqlens_k", strm);
+        cu_k->check_layout(1, "[batch + 1] int32", &kI32, "expected", false);
+        expect_size(*cu_k, 0, b + 1, "length", "cu_seqlens_q's length");
+        used_q = import_opt(vl->seqused_q, "seqused_q", strm);
+        used_k = import_opt(vl->seqused_k, "seqused_k", strm);
+        for (ImportedTensor* u : {used_q.get(), used_k.get()})
+            if (u)
+            {
+                u->check_layout(1, "[batch] int32", &kI32, "expected", false);
+                expect_size(*u, 0, b, "length", "the batch (len(cu_seqlens_q) - 1)");
+            }
+    }
+
+    // Optional features.
+    TensorPtr bias = import_opt(o.bias, "bias", strm);
+    if (bias)
+    {
+        bias->check_layout(nd, group ? "[nhead_q, total_q, max_seqlen_k]" : "[batch, nhead_q, seqlen_q, seqlen_k]",
+                           &qt, "q has", false);
+        if (!group)
+            expect_size(*bias, 3, s_k, "seqlen_k (dim 3)", "k's seqlen");
+    }
+    index_t bias_row = 0, bias_head = 0, bias_batch = 0;
+    if (bias)
+    {
+        const int o0 = group ? -1 : 0; // dim offset: group mode has no batch dim
+        if (!group)
+            bias_batch = broadcast_stride(*bias, 0, b, "batch");
+        bias_head = broadcast_stride(*bias, o0 + 1, h_q, "nhead_q");
+        bias_row  = broadcast_stride(*bias, o0 + 2, s_q, group ? "total_q" : "seqlen_q");
+    }
+
+    TensorPtr alibi = import_opt(o.alibi_slopes, "alibi_slopes", strm);
+    index_t alibi_batch = 0;
+    if (alibi)
+    {
+        if (alibi->ndim() != 1 && alibi->ndim() != 2)
+            invalid("alibi_slopes must be 1-D [nhead_q] or 2-D [batch, nhead_q] float32, got " +
+                    std::to_string(alibi->ndim()) + "-D shape " + shape_str(alibi->shape()));
+        alibi->check_layout(alibi->ndim(), "[nhead_q] or [batch, nhead_q] float32", &kF32, "expected", false);
+        expect_size(*alibi, alibi->ndim() - 1, h_q, "nhead (last dim)", "q's nhead");
+        if (alibi->ndim() == 2)
+            alibi_batch = broadcast_stride(*alibi, 0, b, "batch");
+    }
+
+    TensorPtr sink = import_opt(o.sink, "sink", strm);
+    if (sink)
+    {
+        sink->check_layout(1, "[nhead_q] float32", &kF32, "expected", false);
+        expect_size(*sink, 0, h_q, "length", "q's nhead");
+    }
+
+    TensorPtr seed_offset = import_opt(o.seed_offset, "seed_offset", strm);
+    if (seed_offset)
+    {
+        const DLDataType t = seed_offset->dtype();
+        if (!same_dtype(t, kU64) && !same_dtype(t, kI64))
+            invalid("seed_offset has dtype " + dtype_str(t) + "; expected uint64 (or int64) [seed, offset]");
+        seed_offset->check_layout(1, "[2] uint64 (seed, offset)", &t, "its", false);
+        expect_size(*seed_offset, 0, 2, "length", "[seed, offset]");
+    }
+
+    // Outputs. Batch mode: out [b, s_q, h, d_v], lse [b, h, s_q]; group mode: out [total_q, h, d_v], lse [h, total_q].
+    const std::vector<int64_t> out_shape = group ? std::vector<int64_t>{s_q, h_q, d_v}
+                                                 : std::vector<int64_t>{b, s_q, h_q, d_v};
+    const std::vector<int64_t> lse_shape = group ? std::vector<int64_t>{h_q, s_q} : std::vector<int64_t>{b, h_q, s_q};
+    const char* out_layout = group ? "[total_q, nhead_q, hdim_v]" : "[batch, seqlen_q, nhead_q, hdim_v]";
+    const char* lse_layout = group ? "[nhead_q, total_q] float32" : "[batch, nhead_q, seqlen_q] float32";
+
+    TensorPtr out_in = import_opt(o.out, "out", strm), lse_in = import_opt(o.lse, "lse", strm);
+    if (out_in)
+    {
+        out_in->check_layout(nd, out_layout, &qt, "q has", true);
         if (out_in->shape() != out_shape)
-            invalid("out has shape " + shape_str(out_in->shape()) + "; expected [batch, seqlen_q, nhead_q, hdim_v] = " +
+            invalid("out has shape " + shape_str(out_in->shape()) + "; expected " + out_layout + " = " +
                     shape_str(out_shape));
     }
-    if (!lse_obj.is_none())
+    if (lse_in)
     {
-        lse_in = std::make_unique<ImportedTensor>(lse_obj, "lse", strm);
-        lse_in->check_layout(3, "[batch, nhead_q, seqlen_q] float32", &lse_dtype, "expected", true);
+        lse_in->check_layout(nd - 1, lse_layout, &kF32, "expected", true);
         if (lse_in->shape() != lse_shape)
-            invalid("lse has shape " + shape_str(lse_in->shape()) + "; expected [batch, nhead_q, seqlen_q] = " +
+            invalid("lse has shape " + shape_str(lse_in->shape()) + "; expected " + lse_layout + " = " +
                     shape_str(lse_shape));
     }
 
     q.check_device(nullptr);
-    for (const ImportedTensor* x : {&k, &v, out_in.get(), lse_in.get()})
+    for (const ImportedTensor* x : {&k, &v, cu_q.get(), cu_k.get(), used_q.get(), used_k.get(), bias.get(),
+                                    alibi.get(), sink.get(), seed_offset.get(), out_in.get(), lse_in.get()})
         if (x != nullptr)
             x->check_device(&q);
     const int device = q.device().device_id;
 
-    // An allocated out / lse is contiguous, so its batch stride must fit int32 too.
-    const bool out_fits = out_in || static_cast<int64_t>(s_q) * h_q * d_v <= kIndexMax;
-    const bool lse_fits = lse_in || !has_lse || static_cast<int64_t>(h_q) * s_q <= kIndexMax;
-    if (!out_fits || !lse_fits)
-        invalid(std::string(!out_fits ? "out" : "lse") + ": a contiguous [" + (!out_fits ? "s_q, h_q, d_v" : "h_q, s_q") +
-                "] batch stride does not fit int32; pass a preallocated out/lse whose strides do");
+    // Group mode: the bias / randval rows are max_seqlen_k wide. It is checked against the actual logical lengths
+    // (a device read) because a randval row narrower than some seqlen_k would be written out of bounds.
+    int64_t width = s_k;
+    if (group && (bias || o.return_randval) && b > 0)
+    {
+        const int64_t need = max_logical_seqlen_k(*cu_k, used_k.get(), b, strm, device);
+        width = max_k >= 0 ? max_k : bias ? bias->size(2) : need;
+        if (width < need)
+            invalid("max_seqlen_k = " + std::to_string(width) + (max_k >= 0 ? "" : " (bias dim 2)") +
+                    " is less than the longest logical seqlen_k (" + std::to_string(need) +
+                    ") in cu_seqlens_k / seqused_k");
+        if (bias)
+            expect_size(*bias, 2, width, "width (dim 2)", "max_seqlen_k");
+    }
+    const std::vector<int64_t> rv_shape = group ? std::vector<int64_t>{h_q, s_q, width}
+                                                : std::vector<int64_t>{b, h_q, s_q, s_k};
 
-    std::shared_ptr<DeviceStorage> out_buf, lse_buf;
+    // Allocated outputs are contiguous, so their largest strides must fit int32 too.
+    const int64_t out_step = group ? h_q * d_v : s_q * h_q * d_v; // batch stride (group: row stride)
+    const int64_t lse_step = group ? s_q : h_q * s_q;
+    const int64_t rv_step  = group ? s_q * width : h_q * s_q * s_k;
+    if (!out_in && out_step > kIndexMax)
+        invalid("out: a contiguous " + std::string(out_layout) + " array has a stride that does not fit int32; pass "
+                "a preallocated out whose strides do");
+    if (has_lse && !lse_in && lse_step > kIndexMax)
+        invalid("lse: a contiguous " + std::string(lse_layout) + " array has a stride that does not fit int32; pass "
+                "a preallocated lse whose strides do");
+    if (o.return_randval && rv_step > kIndexMax)
+        invalid("return_randval: the uint8 randval array " + shape_str(rv_shape) + " has a stride that does not fit "
+                "int32; use smaller problems to inspect the dropout mask");
+
+    std::shared_ptr<DeviceStorage> out_buf, lse_buf, rv_buf;
     if (!out_in)
-        out_buf = DeviceStorage::allocate(device, q.dtype(), out_shape);
+        out_buf = DeviceStorage::allocate(device, qt, out_shape);
     if (has_lse && !lse_in)
-        lse_buf = DeviceStorage::allocate(device, lse_dtype, lse_shape);
+        lse_buf = DeviceStorage::allocate(device, kF32, lse_shape);
+    if (o.return_randval)
+        rv_buf = DeviceStorage::allocate(device, kU8, rv_shape);
 
-    auto result = [&]() -> py::object {
-        py::object o = out_in ? out_obj : py::cast(DeviceBuffer{out_buf});
-        if (!has_lse)
-            return o;
-        py::object l = lse_in ? lse_obj : py::cast(DeviceBuffer{lse_buf});
-        return py::make_tuple(o, l);
+    const auto stream = reinterpret_cast<cudaStream_t>(strm);
+    // Orders a DLPack consumer on another stream after the work enqueued so far (randval fill and kernel).
+    auto record_ready = [&] {
+        if (!out_buf && !lse_buf && !rv_buf)
+            return;
+        auto ev             = std::make_shared<ReadyEvent>();
+        ev->device          = device;
+        ev->producer_stream = normalize_stream(strm);
+        cudaError_t e       = cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(ev->event, stream);
+        if (e != cudaSuccess)
+        {
+            cudaGetLastError();
+            py::gil_scoped_acquire gil;
+            raise(PyExc_RuntimeError, cuda_error("recording the completion event", e));
+        }
+        for (auto* buf : {&out_buf, &lse_buf, &rv_buf})
+            if (*buf)
+                (*buf)->ready = ev;
     };
-    // Nothing to write: skip the library, which may treat zero sizes as invalid.
-    if (b == 0 || s_q == 0 || h_q == 0)
+    auto result = [&]() -> py::object {
+        py::list r;
+        r.append(out_in ? o.out : py::cast(DeviceBuffer{out_buf}));
+        if (has_lse)
+            r.append(lse_in ? o.lse : py::cast(DeviceBuffer{lse_buf}));
+        if (rv_buf)
+            r.append(py::cast(DeviceBuffer{rv_buf}));
+        if (r.size() == 1)
+        {
+            py::object only = r[0];
+            return only;
+        }
+        return py::tuple(r);
+    };
+
+    if (rv_buf)
+    { // elements the kernel does not visit (masked tiles, padding) read as 0
+        DeviceGuard guard(device);
+        size_t bytes = 1;
+        for (int64_t n : rv_shape)
+            bytes *= static_cast<size_t>(n);
+        const cudaError_t e = cudaMemsetAsync(rv_buf->ptr, 0, bytes, stream);
+        if (e != cudaSuccess)
+        {
+            cudaGetLastError();
+            raise(PyExc_RuntimeError, cuda_error("zero-filling randval", e));
+        }
+    }
+
+    // Nothing to write: skip the library, which treats zero sizes as invalid.
+    if (b == 0 || s_q == 0 || h_q == 0 || (group && max_q == 0))
+    {
+        DeviceGuard guard(device);
+        record_ready();
         return result();
+    }
+
+    // Arrays with no elements are never read but the library wants non-null pointers: q's (non-empty here) serves.
+    auto data_or_q = [&](const ImportedTensor& x) { return x.numel() > 0 ? x.data() : q.data(); };
 
     aiter::mha_fwd_args a;
-    a.use_asm_v3      = use_asm_v3;
+    a.use_asm_v3      = o.use_asm_v3;
     a.v3_api_check    = false;
     a.how_v3_bf16_cvt = 1;
     a.data_type       = dtype;
-    a.is_group_mode   = false;
-    a.bias_type       = static_cast<int>(bias_enum::no_bias);
+    a.is_group_mode   = group;
+    a.bias_type       = static_cast<int>(bias ? bias_enum::elementwise_bias : alibi ? bias_enum::alibi
+                                                                                    : bias_enum::no_bias);
     a.has_lse         = has_lse;
     a.qscale_type     = static_cast<int>(quant_scale_enum::no_scale);
-    a.has_sink        = false;
+    a.has_sink        = sink != nullptr || sink_size > 0;
 
     a.q_ptr         = q.data();
-    a.k_ptr         = k.data();
-    a.v_ptr         = v.data();
-    a.bias_ptr      = nullptr;
+    a.k_ptr         = data_or_q(k);
+    a.v_ptr         = data_or_q(v);
+    a.bias_ptr      = bias ? data_or_q(*bias) : alibi ? alibi->data() : nullptr;
     a.q_descale_ptr = nullptr;
     a.k_descale_ptr = nullptr;
     a.v_descale_ptr = nullptr;
-    a.rand_val_ptr  = nullptr;
+    a.rand_val_ptr  = rv_buf && p_drop > 0 ? rv_buf->ptr : nullptr;
     a.lse_ptr       = !has_lse ? nullptr : lse_in ? lse_in->data() : lse_buf->ptr;
     a.o_ptr         = out_in ? out_in->data() : out_buf->ptr;
 
-    a.seqstart_q_ptr             = nullptr;
-    a.seqstart_k_ptr             = nullptr;
-    a.seqlen_q_ptr               = nullptr;
-    a.seqlen_k_ptr               = nullptr;
+    a.seqstart_q_ptr             = group ? cu_q->data() : nullptr;
+    a.seqstart_k_ptr             = group ? cu_k->data() : nullptr;
+    a.seqlen_q_ptr               = used_q ? used_q->data() : nullptr;
+    a.seqlen_k_ptr               = used_k ? used_k->data() : nullptr;
     a.cu_seqlen_q_ptr            = nullptr;
     a.cu_seqlen_k_ptr            = nullptr;
     a.block_scale_seqstart_q_ptr = nullptr;
     a.block_scale_seqstart_k_ptr = nullptr;
-    a.sink_ptr                   = nullptr;
+    a.sink_ptr                   = sink ? sink->data() : nullptr;
 
-    // Every size was checked to fit int32 in ImportedTensor::check.
+    // Every size was checked to fit int32 in ImportedTensor::check_layout. Group mode: seqlen_q/k are the totals.
     a.seqlen_q     = static_cast<ck_tile::index_t>(s_q);
     a.seqlen_k     = static_cast<ck_tile::index_t>(s_k);
     a.batch        = static_cast<ck_tile::index_t>(b);
-    a.max_seqlen_q = static_cast<ck_tile::index_t>(s_q);
+    a.max_seqlen_q = static_cast<ck_tile::index_t>(group ? max_q : s_q);
     a.hdim_q       = static_cast<ck_tile::index_t>(d);
     a.hdim_v       = static_cast<ck_tile::index_t>(d_v);
     a.nhead_q      = static_cast<ck_tile::index_t>(h_q);
     a.nhead_k      = static_cast<ck_tile::index_t>(h_k);
 
     a.scale_s         = static_cast<float>(scale);
-    a.logits_soft_cap = 0.f;
+    a.logits_soft_cap = static_cast<float>(softcap);
 
-    // DLPack dims are (batch, seq, head, hdim): dim 1 is the row stride, dim 2 the head stride, dim 0 the batch stride.
-    // An allocated out is contiguous bshd; an allocated lse contiguous [b, h, s_q] (nhead stride s_q, batch h*s_q).
-    // A given lse has a unit stride along s_q (checked as its last dim): the library has no field for that stride.
-    const ck_tile::index_t o_row   = out_in ? out_in->stride(1) : static_cast<ck_tile::index_t>(h_q * d_v);
-    const ck_tile::index_t o_head  = out_in ? out_in->stride(2) : static_cast<ck_tile::index_t>(d_v);
-    const ck_tile::index_t o_batch = out_in ? out_in->stride(0) : static_cast<ck_tile::index_t>(s_q * h_q * d_v);
+    // An allocated out is contiguous; an allocated lse contiguous [b, h, s_q] / [h, total_q]. A given lse has a unit
+    // stride along s_q (checked as its last dim): the library has no field for that stride. Group mode has no batch
+    // strides (rows are addressed through seqstart_*).
+    const auto i32 = [](int64_t x) { return static_cast<ck_tile::index_t>(x); };
+    a.stride_q       = q.stride(R);
+    a.stride_k       = k.stride(R);
+    a.stride_v       = v.stride(R);
+    a.stride_bias    = bias ? bias_row : alibi_batch;
+    a.stride_randval = i32(group ? width : s_k);
+    a.stride_o       = out_in ? out_in->stride(R) : i32(h_q * d_v);
 
-    a.stride_q       = q.stride(1);
-    a.stride_k       = k.stride(1);
-    a.stride_v       = v.stride(1);
-    a.stride_bias    = 0;
-    a.stride_randval = 0;
-    a.stride_o       = o_row;
-
-    a.nhead_stride_q         = q.stride(2);
-    a.nhead_stride_k         = k.stride(2);
-    a.nhead_stride_v         = v.stride(2);
-    a.nhead_stride_bias      = 0;
-    a.nhead_stride_randval   = 0;
-    a.nhead_stride_lse       = !has_lse ? 0 : lse_in ? lse_in->stride(1) : static_cast<ck_tile::index_t>(s_q);
-    a.nhead_stride_o         = o_head;
+    a.nhead_stride_q         = q.stride(H);
+    a.nhead_stride_k         = k.stride(H);
+    a.nhead_stride_v         = v.stride(H);
+    a.nhead_stride_bias      = bias_head;
+    a.nhead_stride_randval   = i32(s_q * (group ? width : s_k));
+    a.nhead_stride_lse       = !has_lse ? 0 : lse_in ? lse_in->stride(nd - 3) : i32(s_q);
+    a.nhead_stride_o         = out_in ? out_in->stride(H) : i32(d_v);
     a.nhead_stride_q_descale = 0;
     a.nhead_stride_k_descale = 0;
     a.nhead_stride_v_descale = 0;
 
-    a.batch_stride_q         = q.stride(0);
-    a.batch_stride_k         = k.stride(0);
-    a.batch_stride_v         = v.stride(0);
-    a.batch_stride_bias      = 0;
-    a.batch_stride_randval   = 0;
-    a.batch_stride_lse       = !has_lse ? 0 : lse_in ? lse_in->stride(0) : static_cast<ck_tile::index_t>(h_q * s_q);
-    a.batch_stride_o         = o_batch;
+    a.batch_stride_q         = group ? 0 : q.stride(0);
+    a.batch_stride_k         = group ? 0 : k.stride(0);
+    a.batch_stride_v         = group ? 0 : v.stride(0);
+    a.batch_stride_bias      = bias_batch;
+    a.batch_stride_randval   = group ? 0 : i32(h_q * s_q * s_k);
+    a.batch_stride_lse       = group || !has_lse ? 0 : lse_in ? lse_in->stride(0) : i32(h_q * s_q);
+    a.batch_stride_o         = group ? 0 : out_in ? out_in->stride(0) : i32(s_q * h_q * d_v);
     a.batch_stride_q_descale = 0;
     a.batch_stride_k_descale = 0;
     a.batch_stride_v_descale = 0;
 
     a.window_size_left  = mask.left;
     a.window_size_right = mask.right;
-    a.sink_size         = 0;
+    a.sink_size         = sink_size;
     a.mask_type         = mask.type;
-    a.min_seqlen_q      = 0;
+    a.min_seqlen_q      = static_cast<ck_tile::index_t>(min_q);
 
-    a.p_drop           = 0.f;
-    a.s_randval        = false;
-    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    a.p_drop    = static_cast<float>(p_drop);
+    a.s_randval = a.rand_val_ptr != nullptr;
+    if (seed_offset)
+    {
+        const char* so     = static_cast<const char*>(seed_offset->data());
+        a.drop_seed_offset = std::pair<const void*, const void*>{
+            so, so + static_cast<int64_t>(seed_offset->stride(0)) * sizeof(uint64_t)};
+    }
+    else
+        a.drop_seed_offset = std::pair<uint64_t, uint64_t>{seed, offset};
 
     a.block_scale_size_q  = 0;
     a.block_scale_size_kv = 0;
@@ -311,58 +616,71 @@ py::object mha_fwd_py(const py::object& q_obj, const py::object& k_obj, const py
     float ret = 0.f;
     {
         DeviceGuard guard(device);
-        const auto stream = reinterpret_cast<cudaStream_t>(strm);
         py::gil_scoped_release no_gil;
         ret = aiter::mha_fwd(std::move(a), ck_tile::stream_config{stream, false, 0, 0, 1, true});
-        if (ret >= 0 && (out_buf || lse_buf))
-        {
-            // Record completion so a DLPack consumer on another stream can wait for it.
-            auto ev             = std::make_shared<ReadyEvent>();
-            ev->device          = device;
-            ev->producer_stream = normalize_stream(strm);
-            cudaError_t e       = cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
-            if (e == cudaSuccess)
-                e = cudaEventRecord(ev->event, stream);
-            if (e != cudaSuccess)
-            {
-                cudaGetLastError();
-                py::gil_scoped_acquire gil;
-                raise(PyExc_RuntimeError, cuda_error("recording the completion event of mha_fwd", e));
-            }
-            if (out_buf)
-                out_buf->ready = ev;
-            if (lse_buf)
-                lse_buf->ready = ev;
-        }
+        if (ret >= 0)
+            record_ready();
     }
     if (ret < 0)
     {
         const char* why = aiter::mha_get_last_error();
         invalid(why != nullptr && why[0] != '\0'
                     ? std::string(why)
-                    : "aiter::mha_fwd returned " + std::to_string(ret) + " without giving a reason");
+                    : std::string(fn) + ": aiter::mha_fwd returned " + std::to_string(ret) + " without giving a reason");
     }
     return result();
 }
 
+// ------------------------------------------------------------------------------------------------ documentation
+
 constexpr const char* kModuleDoc =
     "aiter_mha: AITER's MHA forward (aiter::mha_fwd) on NVIDIA GPUs, taking DLPack arrays (torch, CuPy, JAX).\n"
-    "Does not import torch. See mha_fwd.__doc__.";
+    "Does not import torch. See mha_fwd.__doc__ and mha_varlen_fwd.__doc__.";
 
-constexpr const char* kMhaFwdDoc = R"doc(Attention forward, batch mode. q: [b, s_q, h_q, d], k: [b, s_k, h_k, d], v: [b, s_k, h_k, d_v], float16 or
-bfloat16 on one CUDA device, any element strides with a unit-stride last dim (a transposed bhsd view passes).
-h_q % h_k == 0 (MQA/GQA). Arrays are taken through DLPack (__dlpack__ or a raw 'dltensor' capsule).
+#define MHA_FEATURE_DOC                                                                                               \
+    "scale:   softmax scale, default 1/sqrt(d).\n"                                                                     \
+    "mask:    'none' | 'causal' (= 'causal_bottom_right') | 'causal_top_left' | 'window_generic', or an int\n"        \
+    "         mask_type (0 none, 1 top-left, 2 bottom-right, 3 generic) used with window_left / window_right\n"       \
+    "         (-1: unbounded; window_generic passes them as given and anchors bottom-right).\n"                       \
+    "softcap: > 0 applies cap * tanh(s / cap) to the scaled scores (0: off).\n"                                         \
+    "alibi_slopes: float32 [h_q] or [b, h_q] (size-1 b broadcasts) ALiBi slopes; excludes bias.\n"                    \
+    "dropout_p: dropout probability in [0, 1). Random numbers come from (seed, offset) (ints < 2**64), or from\n"     \
+    "         seed_offset, a 2-element uint64 (or int64) device array [seed, offset] read by the kernel (the same\n"  \
+    "         values give the same mask bit for bit). return_randval=True also returns the uint8 random values\n"     \
+    "         (keep iff randval <= floor((1 - p) * 255)); elements the kernel never visits stay 0.\n"                  \
+    "sink:    float32 [h_q] device array of per-head sink logits (natural log, unscaled) joining every row's\n"        \
+    "         softmax denominator. sink_size: keys j < sink_size stay visible left of a finite window.\n"            \
+    "return_lse: also return the fp32 natural-log LSE (implied when lse is given); -inf for rows that see no key.\n" \
+    "out, lse: preallocated DLPack arrays to write into (q's dtype; float32 with a unit-stride last dim); otherwise\n" \
+    "         the function allocates contiguous DeviceBuffer objects.\n"                                               \
+    "stream:  cudaStream_t as an int (0: default stream), or an object with .cuda_stream / .ptr.\n"                   \
+    "use_asm_v3: try the Hopper (sm90a) kernels first.\n\n"                                                            \
+    "Returns out, then lse if return_lse (or lse given), then randval if return_randval: a single array when only\n"  \
+    "out is returned, else a tuple in that order. Raises ValueError on invalid input or when the library rejects\n"    \
+    "the call (with its reason). Full semantics: the comment above aiter::mha_fwd_args in include/mha_fwd.h."
 
-scale:   softmax scale, default 1/sqrt(d).
-mask:    'none' | 'causal' (= 'causal_bottom_right') | 'causal_top_left', or an int mask_type
-         (0 none, 1 top-left, 2 bottom-right, 3 generic) used with window_left / window_right (-1: unbounded).
-return_lse: also return the fp32 natural-log LSE [b, h_q, s_q] (implied when lse is given).
-out, lse: preallocated DLPack arrays to write into ([b, s_q, h_q, d_v] in q's dtype; [b, h_q, s_q] float32 with a
-         unit-stride last dim); otherwise the function allocates contiguous DeviceBuffer objects.
-stream:  cudaStream_t as an int (0: default stream), or an object with .cuda_stream / .ptr.
-use_asm_v3: try the Hopper (sm90a) kernels first.
+constexpr const char* kMhaFwdDoc =
+    "Attention forward, batch mode. q: [b, s_q, h_q, d], k: [b, s_k, h_k, d], v: [b, s_k, h_k, d_v], float16 or\n"
+    "bfloat16 on one CUDA device, any element strides with a unit-stride last dim (a transposed bhsd view passes).\n"
+    "h_q % h_k == 0 (MQA/GQA); d and d_v: multiples of 8 up to 256. Arrays are taken through DLPack (__dlpack__ or a\n"
+    "raw 'dltensor' capsule).\n\n"
+    "bias:    elementwise bias in q's dtype indexed [b, h_q, s_q, s_k]; dims 0-2 broadcast when of size 1 (or\n"
+    "         stride 0); the last dim must be s_k long with stride 1.\n"
+    "Outputs: out [b, s_q, h_q, d_v]; lse [b, h_q, s_q]; randval uint8 [b, h_q, s_q, s_k].\n" MHA_FEATURE_DOC;
 
-Returns out, or (out, lse). Raises ValueError on invalid input or when the library rejects the call.)doc";
+constexpr const char* kVarlenDoc =
+    "Attention forward, group (varlen) mode. q: [total_q, h_q, d], k: [total_k, h_k, d], v: [total_k, h_k, d_v]\n"
+    "(any strides, unit-stride last dim). cu_seqlens_q / cu_seqlens_k: int32 device arrays [b + 1] of physical\n"
+    "start rows (AITER's seqstart_*); sequence i occupies rows cu[i] .. cu[i+1]-1. seqused_q / seqused_k: optional\n"
+    "int32 [b] logical lengths (AITER's seqlen_*_ptr; padding rows past them are neither read nor written).\n"
+    "max_seqlen_q: >= every logical seqlen_q (a promise, not checked). min_seqlen_q > 0 skips sequences with\n"
+    "seqlen_q <= min_seqlen_q (nothing is written for them).\n\n"
+    "bias:    elementwise bias in q's dtype indexed [h_q, total_q, max_seqlen_k]: sequence i's rows start at row\n"
+    "         cu_seqlens_q[i]; dims 0-1 broadcast when of size 1. max_seqlen_k: the width of bias / randval rows;\n"
+    "         default the bias width, else the longest logical seqlen_k. With bias or return_randval the binding\n"
+    "         reads cu_seqlens_k / seqused_k from the device (synchronizing the stream) to check it.\n"
+    "Outputs: out [total_q, h_q, d_v]; lse [h_q, total_q]; randval uint8 [h_q, total_q, max_seqlen_k].\n"
+    MHA_FEATURE_DOC;
 
 } // namespace
 
@@ -389,10 +707,46 @@ PYBIND11_MODULE(aiter_mha, m)
                    ", device=cuda:" + std::to_string(b.storage->device) + ")";
         });
 
-    m.def("mha_fwd", &mha_fwd_py, kMhaFwdDoc, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
-          py::arg("scale") = py::none(), py::arg("mask") = "none", py::arg("window_left") = -1,
-          py::arg("window_right") = -1, py::arg("return_lse") = false, py::arg("out") = py::none(),
-          py::arg("lse") = py::none(), py::arg("stream") = 0, py::arg("use_asm_v3") = false);
+    using O = py::object;
+    m.def(
+        "mha_fwd",
+        [](O q, O k, O v, O scale, O mask, O window_left, O window_right, O softcap, O bias, O alibi_slopes,
+           O dropout_p, O seed, O offset, O seed_offset, bool return_randval, O sink, O sink_size, bool return_lse,
+           O out, O lse, O stream, bool use_asm_v3) {
+            const Options o{scale, mask,      window_left, window_right, softcap,    bias,
+                            alibi_slopes, dropout_p, seed,  offset, seed_offset, sink,
+                            sink_size,    out,       lse,   stream, return_randval, return_lse, use_asm_v3};
+            return run_fwd(q, k, v, o, nullptr);
+        },
+        kMhaFwdDoc, py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("scale") = py::none(),
+        py::arg("mask") = "none", py::arg("window_left") = -1, py::arg("window_right") = -1,
+        py::arg("softcap") = 0.0, py::arg("bias") = py::none(), py::arg("alibi_slopes") = py::none(),
+        py::arg("dropout_p") = 0.0, py::arg("seed") = 0, py::arg("offset") = 0, py::arg("seed_offset") = py::none(),
+        py::arg("return_randval") = false, py::arg("sink") = py::none(), py::arg("sink_size") = 0,
+        py::arg("return_lse") = false, py::arg("out") = py::none(), py::arg("lse") = py::none(),
+        py::arg("stream") = 0, py::arg("use_asm_v3") = false);
+
+    m.def(
+        "mha_varlen_fwd",
+        [](O q, O k, O v, O cu_seqlens_q, O cu_seqlens_k, O max_seqlen_q, O max_seqlen_k, O seqused_q, O seqused_k,
+           O min_seqlen_q, O scale, O mask, O window_left, O window_right, O softcap, O bias, O alibi_slopes,
+           O dropout_p, O seed, O offset, O seed_offset, bool return_randval, O sink, O sink_size, bool return_lse,
+           O out, O lse, O stream, bool use_asm_v3) {
+            const Options o{scale, mask,      window_left, window_right, softcap,    bias,
+                            alibi_slopes, dropout_p, seed,  offset, seed_offset, sink,
+                            sink_size,    out,       lse,   stream, return_randval, return_lse, use_asm_v3};
+            const Varlen vl{cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, min_seqlen_q};
+            return run_fwd(q, k, v, o, &vl);
+        },
+        kVarlenDoc, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"),
+        py::arg("max_seqlen_q"), py::kw_only(), py::arg("max_seqlen_k") = py::none(),
+        py::arg("seqused_q") = py::none(), py::arg("seqused_k") = py::none(), py::arg("min_seqlen_q") = 0,
+        py::arg("scale") = py::none(), py::arg("mask") = "none", py::arg("window_left") = -1,
+        py::arg("window_right") = -1, py::arg("softcap") = 0.0, py::arg("bias") = py::none(),
+        py::arg("alibi_slopes") = py::none(), py::arg("dropout_p") = 0.0, py::arg("seed") = 0, py::arg("offset") = 0,
+        py::arg("seed_offset") = py::none(), py::arg("return_randval") = false, py::arg("sink") = py::none(),
+        py::arg("sink_size") = 0, py::arg("return_lse") = false, py::arg("out") = py::none(),
+        py::arg("lse") = py::none(), py::arg("stream") = 0, py::arg("use_asm_v3") = false);
 
     m.def(
         "last_kernel_name",
@@ -400,5 +754,6 @@ PYBIND11_MODULE(aiter_mha, m)
             const char* n = aiter::mha_get_last_kernel_name();
             return std::string(n != nullptr ? n : "");
         },
-        "The kernel that the last successful mha_fwd call on this thread launched (aiter::mha_get_last_kernel_name).");
+        "The kernel that the last successful mha_fwd / mha_varlen_fwd call on this thread launched "
+        "(aiter::mha_get_last_kernel_name).");
 }

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Forward smoke test: AITER's ck matrix (smoke_test_fwd.sh; spec section 5) -- prec x mode x perm x hdim x lse x bias
+# x p_drop over nine shapes, ~3500 runs validated on the host (-v=1) -- then a second section of harder cases (group
+# mode with empty sequences, GQA with window + dropout + bias, sinks, soft-cap, d != d_v, generic windows, the naive
+# GPU reference -v=2). Runs the invocations in parallel, one log each, and prints
+#   smoke_test_fwd: N passed, M failed, K skipped (not supported yet), T s
+# then the failing command lines; exits non-zero on any failure. A run passes when it exits 0 with "valid:y". With -s
+# the split-kv values are added (num_splits {2,3}, page_block_size 128, cache_batch_idx 1); the benchmark answers
+# "not supported yet" for those, which counts as skipped. Anything else that is not supported counts as failed.
+#
+# Usage: bash smoke_tests/smoke_test_fwd.sh [-s] [-j N] [-o LOGDIR] [-m matrix|extra|all] [path/to/benchmark_mha_fwd]
+#   -j N   parallel invocations (default: nproc, at most 16); each creates its own CUDA context
+#   -o DIR keep the logs there (default: a new directory under ${TMPDIR:-/tmp})
+#   -m     run only AITER's matrix, only the extra cases, or both (default)
+# The executable defaults to the first `benchmark_mha_fwd` (or `fwd.exe`) found under the current directory, as
+# AITER's scripts look for theirs; SMOKE_TIMEOUT (default 600) bounds each run in seconds; SMOKE_SHARD=i/n runs one
+# shard of n (every n-th invocation from the i-th), to split the ~3600 runs across calls.
+set -u
+
+TEST_SPLITKV=0
+JOBS=$(nproc 2>/dev/null || echo 4)
+(( JOBS > 16 )) && JOBS=16
+LOGDIR=""
+SECTIONS=all
+while getopts ":sj:o:m:" opt; do
+  case "$opt" in
+    s) TEST_SPLITKV=1 ;;
+    j) JOBS=$OPTARG ;;
+    o) LOGDIR=$OPTARG ;;
+    m) SECTIONS=$OPTARG ;;
+    *) echo "usage: $0 [-s] [-j N] [-o LOGDIR] [-m matrix|extra|all] [benchmark_mha_fwd]" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+
+EXE=${1:-}
+if [[ -z "$EXE" ]]; then
+  EXE=$(find . -name .git -prune -o -name benchmark_mha_fwd -type f -print 2>/dev/null | head -n 1)
+  [[ -z "$EXE" ]] && EXE=$(find . -name .git -prune -o -name fwd.exe -print 2>/dev/null | head -n 1)
+fi
+[[ -n "$EXE" && -x "$EXE" ]] || { echo "benchmark_mha_fwd not found; build it with: bash build_mha.sh fwd" >&2; exit 2; }
+EXE=$(cd "$(dirname "$EXE")" && pwd)/$(basename "$EXE")
+[[ -z "$LOGDIR" ]] && LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/smoke_test_fwd.XXXXXX")
+mkdir -p "$LOGDIR"
+find "$LOGDIR" -maxdepth 1 -name '*.log' -delete
+
+KNAME=1
+COMMON_ARGS='-v=1 -warmup=0 -repeat=1'
+
+# AITER's matrix, one invocation per line.
+gen_matrix() {
+  local NUM_SPLITS="1" PAGE_BLOCK_SIZE="0" CACHE_BATCH_IDX="0"
+  if [[ $TEST_SPLITKV -eq 1 ]]; then
+    NUM_SPLITS="$NUM_SPLITS 2 3"
+    PAGE_BLOCK_SIZE="$PAGE_BLOCK_SIZE 128"
+    CACHE_BATCH_IDX="$CACHE_BATCH_IDX 1"
+  fi
+  local prec mode perm vlayout=r hdim lse bias p_drop num_splits page_block_size cache_batch_idx
+  for prec in "fp16" "bf16"; do
+  for mode in 1 0; do
+  for perm in 0 1; do
+  for hdim in 32 64 128 256; do
+  for lse in 0 1; do
+  for bias in "n" "e" "a"; do
+  for p_drop in 0.0 0.2; do
+  for num_splits in $NUM_SPLITS; do
+  for page_block_size in $PAGE_BLOCK_SIZE; do
+  for cache_batch_idx in $CACHE_BATCH_IDX; do
+    local c="-bias=$bias -p_drop=$p_drop -lse=$lse -iperm=$perm -operm=$perm"
+    local t="-vlayout=$vlayout -num_splits=$num_splits -page_block_size=$page_block_size"
+    t="$t -cache_batch_idx=$cache_batch_idx -kname=$KNAME $COMMON_ARGS"
+    echo "-prec=$prec -mode=$mode -b=2 -h=2 -h_k=1 -d=16, -d_v=$hdim -s=55 -s_k=256 $c $t"
+    echo "-prec=$prec -mode=$mode -b=1 -h=3 -d=$hdim -s=100 -s_k=51 $c $t"
+    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=16 -d_v=$hdim -s=99 -s_k=256 $c -mask=1 $t"
+    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=1024 -s_k=256 $c -mask=2 $t"
+    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=$hdim -d_v=24 -s=3 -s_k=99 $c -mask=2 $t"
+    echo "-prec=$prec -mode=$mode -b=3 -h=2 -h_k=1 -d=$hdim -s=200 -s_k=520 $c -mask=t:128,30 $t"
+    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=$hdim -s=99 -s_k=32 $c -mask=b:4,35 $t"
+    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=33 -s_k=0 $c -mask=2 $t"
+    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=1 -s_k=10 -s_kpad=32 $c -mask=2 $t"
+  done; done; done; done; done
+  done; done; done; done; done
+}
+
+# Harder cases of our own: every feature the library runs, alone and combined, at awkward sizes.
+gen_extra() {
+  local t="-kname=$KNAME $COMMON_ARGS" prec mode mask bias d
+  for prec in fp16 bf16; do
+    # group mode with empty sequences (s_q = 0, s_k = 0), masks and LSE
+    for mask in 0 1 2 t:16,4 b:8,0 g:16,8; do
+      echo "-prec=$prec -mode=1 -b=3 -h=2 -s=0,5,300 -s_k=7,0,300 -mask=$mask -lse=1 $t"
+    done
+    echo "-prec=$prec -mode=1 -b=2 -h=2 -s=0,0 -s_k=5,9 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=4 -h=2 -h_k=1 -s=0,17,0,55 -s_k=64,0,33,200 -s_kpad=64,16,40,256 -mask=2 -lse=1 $t"
+    # GQA 8:1, sliding window, dropout and bias in group mode, with kpad
+    for bias in e e:1 e:2 a a:1; do
+      echo "-prec=$prec -mode=1 -b=4 -h=16 -h_k=2 -s=300 -s_k=400 -s_kpad=512 -mask=b:64,16 -bias=$bias -p_drop=0.3 -lse=1 $t"
+      echo "-prec=$prec -mode=0 -b=2 -h=8 -h_k=1 -s=257 -s_k=300 -mask=t:32,8 -bias=$bias -p_drop=0.3 -lse=1 -iperm=0 $t"
+    done
+    # ALiBi under every mask kind (bottom-right, top-left, vertical for causal)
+    for mask in 0 1 2 t:20,10 b:20,10 g:30,5 xt:64 xb:-1; do
+      echo "-prec=$prec -mode=0 -b=2 -h=6 -h_k=3 -s=130 -s_k=190 -mask=$mask -bias=a:1 -lse=1 $t"
+      echo "-prec=$prec -mode=1 -b=3 -h=5 -s=130 -s_k=190 -mask=$mask -bias=a -lse=1 $t"
+    done
+    # head dims: d != d_v and every multiple-of-8 boundary class
+    for d in "-d=192 -d_v=128" "-d=128 -d_v=192" "-d=16 -d_v=128" "-d=8 -d_v=8" "-d=24 -d_v=40" "-d=72" "-d=96" \
+             "-d=160 -d_v=64" "-d=248 -d_v=256" "-d=256 -d_v=24"; do
+      echo "-prec=$prec -mode=0 -b=2 -h=2 $d -s=257 -s_k=513 -mask=2 -lse=1 $t"
+      echo "-prec=$prec -mode=1 -b=3 -h=2 -h_k=1 $d -s=77 -s_k=129 -bias=e -p_drop=0.2 -lse=1 $t"
+    done
+    echo "-prec=$prec -mode=0 -b=1 -h=2 -d=256 -s=1013 -s_k=1013 -mask=1 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=2 -h=2 -d=256 -s=1013 -s_k=1013 -mask=0 -bias=e:1 -lse=1 $t"
+    # sinks: sink tokens left of a window, sink logits, both, and rows that see nothing (LSE = sink)
+    echo "-prec=$prec -mode=0 -b=2 -h=2 -s=300 -mask=t:64,0,4 -lse=1 $t"
+    echo "-prec=$prec -mode=0 -b=2 -h=4 -h_k=2 -s=200 -s_k=500 -mask=b:32,0,8 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=2 -s=300 -s_k=250 -mask=b:16,4,16 -p_drop=0.2 -bias=e -lse=1 $t"
+    echo "-prec=$prec -mode=0 -b=2 -h=3 -s=129 -init_sink=1 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=3 -s=129 -s_k=77 -init_sink=1 -mask=t:64,0,4 -lse=1 $t"
+    echo "-prec=$prec -mode=0 -b=1 -h=2 -s=33 -s_k=0 -init_sink=1 -lse=1 $t"
+    echo "-prec=$prec -mode=0 -b=1 -h=2 -s=100 -s_k=50 -init_sink=1 -mask=b:0,0 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=2 -s=0,5,300 -s_k=7,0,300 -init_sink=1 -mask=t:32,0,2 -p_drop=0.2 -lse=1 $t"
+    # soft-cap, alone and with the other score modifiers
+    echo "-prec=$prec -mode=0 -b=2 -h=2 -s=200 -logits_soft_cap=30 -init=nf -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=4 -h_k=2 -s=200 -s_k=150 -logits_soft_cap=30 -bias=e:2 -mask=2 -lse=1 $t"
+    echo "-prec=$prec -mode=0 -b=2 -h=2 -s=200 -logits_soft_cap=5 -scale_s=1 -bias=a -mask=t:50,50 -lse=1 $t"
+    # dropout: seed / offset from device memory, large p, other seeds
+    echo "-prec=$prec -mode=0 -b=2 -h=2 -s=300 -p_drop=0.5 -drop_prefs=1 -drop_seed=123 -drop_offset=456 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=2 -s=300 -p_drop=0.9 -drop_seed=7 -drop_offset=99999999999 -lse=1 $t"
+    # generic window (bottom-right (left, right) = (y, x)), s == s_k and s != s_k
+    echo "-prec=$prec -mode=0 -b=2 -h=2 -s=256 -s_k=256 -mask=g:16,8 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=2 -s=256 -s_k=256 -mask=g:16,8 -bias=a -p_drop=0.2 -lse=1 $t"
+    echo "-prec=$prec -mode=0 -b=2 -h=2 -s=100 -s_k=300 -mask=g:0,0 -lse=1 $t"
+    # awkward lengths, layouts and init methods
+    for s in 1 3 17 55 1013; do
+      echo "-prec=$prec -mode=0 -b=2 -h=3 -h_k=1 -s=$s -s_k=$((s * 2 + 1)) -mask=b:10,0 -lse=1 -iperm=0 -operm=1 $t"
+    done
+    echo "-prec=$prec -mode=0 -b=2 -h=2 -s=64 -init=ui -bias=e -lse=1 $t"
+    echo "-prec=$prec -mode=0 -b=2 -h=2 -s=64 -init=tf -mask=1 -lse=1 -iperm=1 -operm=0 $t"
+    echo "-prec=$prec -mode=1 -b=5 -h=2 -s=100 -init=nf -p_drop=0.2 -lse=1 $t"
+    # the asm path when asked for (falls back to ck where it does not apply)
+    echo "-prec=$prec -mode=0 -b=2 -h=4 -s=512 -mask=2 -lse=1 -fwd_v3=1 $t"
+    # the naive GPU reference (-v=2) on combined features, and on a size the host reference is slow for
+    echo "-prec=$prec -mode=1 -b=4 -h=8 -h_k=2 -s=300 -s_k=400 -s_kpad=512 -mask=b:64,16,4 -bias=e:1 -p_drop=0.3 -init_sink=1 -logits_soft_cap=20 -lse=1 -kname=$KNAME -warmup=0 -repeat=1 -v=2"
+    echo "-prec=$prec -mode=0 -b=2 -h=4 -s=2048 -mask=2 -bias=a:1 -p_drop=0.1 -lse=1 -kname=$KNAME -warmup=0 -repeat=1 -v=2"
+    echo "-prec=$prec -mode=1 -b=3 -h=2 -s=0,5,300 -s_k=7,0,300 -d=192 -d_v=128 -mask=g:16,8 -lse=1 -kname=$KNAME -warmup=0 -repeat=1 -v=2"
+  done
+}
+
+# One invocation: "<id> <args>". Writes <id>.log and prints "<status> <id>" (pass, fail or skip). xargs calls it.
+# shellcheck disable=SC2317
+run_one() {
+  local id=${1%% *} args=${1#* }
+  local log="$LOGDIR/$id.log" rc status
+  # shellcheck disable=SC2086 # the arguments are split on purpose
+  { echo "\$ $EXE $args"; $TIMEOUT "$EXE" $args; } > "$log" 2>&1
+  rc=$?
+  echo "rc=$rc" >> "$log"
+  if [[ $rc -eq 0 ]] && grep -q "valid:y" "$log"; then
+    status=pass
+  elif grep -q "not supported yet" "$log" &&
+       [[ "$args" =~ -num_splits=[2-9]|-page_block_size=[1-9]|-cache_batch_idx=1 ]]; then
+    status=skip
+  else
+    status=fail
+    echo "FAILED: $EXE $args" >&2
+  fi
+  echo "$status $id"
+}
+export -f run_one
+TIMEOUT=""
+command -v timeout > /dev/null && TIMEOUT="timeout ${SMOKE_TIMEOUT:-600}"
+export EXE LOGDIR TIMEOUT
+
+start=$(date +%s)
+{
+  [[ "$SECTIONS" == matrix || "$SECTIONS" == all ]] && gen_matrix
+  [[ "$SECTIONS" == extra || "$SECTIONS" == all ]] && gen_extra
+} | awk '{ printf "%05d %s\n", NR, $0 }' > "$LOGDIR/all_invocations.txt"
+# SMOKE_SHARD=i/n runs every n-th invocation starting at the i-th (1-based), to split a long sweep across sessions.
+if [[ -n "${SMOKE_SHARD:-}" ]]; then
+  awk -v s="$SMOKE_SHARD" 'BEGIN { split(s, p, "/") } (NR - p[1]) % p[2] == 0' "$LOGDIR/all_invocations.txt"
+else
+  cat "$LOGDIR/all_invocations.txt"
+fi > "$LOGDIR/invocations.txt"
+total=$(wc -l < "$LOGDIR/invocations.txt")
+echo "smoke_test_fwd: $total runs of $EXE, $JOBS in parallel, logs in $LOGDIR"
+
+# shellcheck disable=SC2016 # $1 belongs to the inner shell
+xargs -d '\n' -P "$JOBS" -n 1 bash -c 'run_one "$1"' _ < "$LOGDIR/invocations.txt" > "$LOGDIR/results.txt"
+
+passed=$(grep -c '^pass ' "$LOGDIR/results.txt")
+failed=$(grep -c '^fail ' "$LOGDIR/results.txt")
+skipped=$(grep -c '^skip ' "$LOGDIR/results.txt")
+missing=$((total - passed - failed - skipped)) # a worker that died without a status
+failed=$((failed + missing))
+echo "smoke_test_fwd: $passed passed, $failed failed, $skipped skipped (not supported yet), $(( $(date +%s) - start )) s"
+if (( failed > 0 )); then
+  awk -v exe="$EXE" -v dir="$LOGDIR" 'NR == FNR { if ($1 == "fail") failed[$2] = 1; next }
+    ($1 in failed) { id = $1; sub(/^[^ ]* /, ""); print "  FAILED: " exe " " $0 "   (log: " dir "/" id ".log)" }' \
+    "$LOGDIR/results.txt" "$LOGDIR/invocations.txt"
+  (( missing > 0 )) && echo "  $missing runs left no status"
+  exit 1
+fi
+exit 0
