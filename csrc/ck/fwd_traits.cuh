@@ -10,13 +10,12 @@ namespace mha::ck {
 
 using namespace cute;
 
-// Tile choices, by head dims (kHeadDim for Q/K, kHeadDimV for V/O). kBlockM = 128 query rows per CTA; the S
-// accumulator (kBlockM * kBlockN / threads floats) plus the O accumulator (kBlockM * kHeadDimV / threads) must stay
-// under ~200 registers per thread:
-//   hdim <= 64 : 128 x 128, 4 warps  -> S 128 + O  64 regs; smem (128 + 2*128) * 64 * 2 B = 48 KB
-//   hdim <= 128: 128 x  64, 4 warps  -> S  64 + O 128 regs; smem (128 + 2*64) * 128 * 2 B = 64 KB
-//   hdim  > 128: 128 x  64, 8 warps  -> S  32 + O 128 (256) regs; smem up to (128 + 2*64) * 256 * 2 B = 128 KB
-// (The table itself is generated: csrc/codegen/generate.py CK_FWD_TILES.)
+// Tile choices, by head dims (kHeadDim for Q/K, kHeadDimV for V/O); the table is csrc/codegen/generate.py
+// CK_FWD_TILES. kBlockM = 128 query rows per CTA; the S accumulator (kBlockM * kBlockN / threads floats) plus the O
+// accumulator (kBlockM * kHeadDimV / threads) must stay under ~200 registers per thread:
+//   hdim <=  96: 128 x 64, 4 warps  -> S 64 + O <= 96 regs;  smem (128 + 2*64) * 64 * 2 B = 32 KB at d64
+//   hdim == 128: 128 x 32, 4 warps  -> S 32 + O 128 regs;   smem (128 + 2*32) * 128 * 2 B = 48 KB
+//   hdim  > 128: 128 x 64, 8 warps  -> S 32 + O <= 128 regs; smem up to (128 + 2*64) * 256 * 2 B = 128 KB
 
 // Shared-memory layout for a (rows, width) tile: 8-row swizzle atoms of 64 (128 B) or 32 (64 B) elements, which
 // make both the 16 B cp.async stores and the ldmatrix reads conflict-free.
