@@ -27,7 +27,7 @@ def test_instance_names_are_unique_and_complete():
 def test_filters_select_the_expected_instances():
     inst = gen.all_instances()
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
-        "fmha_fwd_ck_bf16_d128_b128x32_w4_plain"]
+        "fmha_fwd_ck_bf16_d128_b128x48_w4_plain"]
     assert len(gen.select(inst, None, None, ["192"], "")) == 8  # 192/128 and 192/192, 2 dtypes x 2 variants
     assert len(gen.select(inst, None, None, ["192x128"], "*fp16*")) == 2
     assert gen.select(inst, ["bwd"], None, None, "") == []
@@ -57,7 +57,7 @@ def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
     assert "instances: 1 selected of 32 known" in r.stdout
-    assert "[x] fmha_fwd_ck_bf16_d128_b128x32_w4_plain" in r.stdout
+    assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
 
 

@@ -14,8 +14,9 @@ using namespace cute;
 // CK_FWD_TILES. kBlockM = 128 query rows per CTA; the S accumulator (kBlockM * kBlockN / threads floats) plus the O
 // accumulator (kBlockM * kHeadDimV / threads) must stay under ~200 registers per thread:
 //   hdim <=  96: 128 x 64, 4 warps  -> S 64 + O <= 96 regs;  smem (128 + 2*64) * 64 * 2 B = 32 KB at d64
-//   hdim == 128: 128 x 32, 4 warps  -> S 32 + O 128 regs;   smem (128 + 2*32) * 128 * 2 B = 48 KB
-//   hdim  > 128: 128 x 64, 8 warps  -> S 32 + O <= 128 regs; smem up to (128 + 2*64) * 256 * 2 B = 128 KB
+//   hdim == 128: 128 x 48, 4 warps  -> S 48 + O 128 regs;   smem (128 + 2*48) * 128 * 2 B = 56 KB
+//   hdim 160-192: 128 x 64, 8 warps -> S 32 + O <= 96 regs;  smem up to (128 + 2*64) * 192 * 2 B = 96 KB
+//   hdim == 256: 64 x 64, 4 warps   -> S 32 + O 128 regs;   smem (64 + 2*64) * 256 * 2 B = 96 KB
 
 // Shared-memory layout for a (rows, width) tile: 8-row swizzle atoms of 64 (128 B) or 32 (64 B) elements, which
 // make both the 16 B cp.async stores and the ldmatrix reads conflict-free.
