@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the GPU tests use torch as the reference implementation")
+torch = pytest.importorskip("torch", reason="torch is not installed: the GPU tests need it as their reference, and an NVIDIA GPU")
 if not torch.cuda.is_available():
     pytest.skip("torch.cuda is not available: the GPU feature tests need an NVIDIA GPU", allow_module_level=True)
 
