@@ -33,3 +33,16 @@ def load_binding():
         return None, (f"aiter_mha is not importable from {where} ({type(e).__name__}: {e}); "
                       f"build it with `python3 compile.py` (needs pybind11)")
     return aiter_mha, ""
+
+
+def gpu_test_modules(what):
+    """(torch, aiter_mha) for a GPU test module, or skip the whole module with the reason; `what` names its tests."""
+    import pytest
+    torch = pytest.importorskip(
+        "torch", reason="torch is not installed: the GPU tests need it as their reference, and an NVIDIA GPU")
+    if not torch.cuda.is_available():
+        pytest.skip(f"torch.cuda is not available: the {what} need an NVIDIA GPU", allow_module_level=True)
+    module, reason = load_binding()
+    if module is None:
+        pytest.skip(reason, allow_module_level=True)
+    return torch, module

@@ -13,16 +13,10 @@ import zlib
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed: the GPU tests need it as their reference, and an NVIDIA GPU")
-if not torch.cuda.is_available():
-    pytest.skip("torch.cuda is not available: the GPU feature tests need an NVIDIA GPU", allow_module_level=True)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _mha_paths import load_binding  # noqa: E402
+from _mha_paths import gpu_test_modules  # noqa: E402
 
-aiter_mha, _reason = load_binding()
-if aiter_mha is None:
-    pytest.skip(_reason, allow_module_level=True)
+torch, aiter_mha = gpu_test_modules("GPU feature tests")
 
 DEV = "cuda"
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
