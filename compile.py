@@ -171,7 +171,8 @@ def main(argv=None) -> int:
         want_bwd = "bwd" in apis
         py = None if a.no_python else python_build_info()
         text = write_ninja(root=ROOT, build_dir=build_dir, out_dir=os.getcwd(), nvcc=nvcc, cutlass_include=cutlass,
-                           archs=archs, kernel_sources=sources, want_fwd=want_fwd, want_bwd=want_bwd, python=py)
+                           archs=archs, kernel_sources=sources, want_fwd=want_fwd, want_bwd=want_bwd, python=py,
+                           extra_flags=os.environ.get("MHA_NVCC_FLAGS", ""))
         gen.write_if_changed(os.path.join(build_dir, "build.ninja"), text)
 
         jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)

@@ -20,6 +20,7 @@ constexpr int kMaxHdim       = 256;
 constexpr int kMaxGridYZ     = 65535; // grid.y = nhead_q, grid.z = batch
 constexpr float kLog2e       = 1.4426950408889634f;
 constexpr int kVecElems      = 8;     // 16-byte vector of fp16/bf16: rows and pointers must keep this alignment
+constexpr int kMaxKvRowStride = 1 << 24; // 127 rows * stride + hdim fits the kernels' 32-bit in-block offsets
 
 std::string str(long long v) { return std::to_string(v); }
 
@@ -171,6 +172,9 @@ std::string invalid_argument(const aiter::mha_fwd_args& a)
                    " must be multiples of 8 elements (16-byte aligned rows), got " + str(s.row) + ", " +
                    str(s.head) + ", " + str(s.batch);
     }
+    // The kernels address K / V key blocks (up to 128 rows) with 32-bit offsets inside the block.
+    if (a.stride_k >= kMaxKvRowStride || a.stride_v >= kMaxKvRowStride)
+        return "stride_k and stride_v must be below 2^24 elements, got " + str(a.stride_k) + ", " + str(a.stride_v);
     if (a.has_lse && (a.nhead_stride_lse < 0 || (!a.is_group_mode && a.batch_stride_lse < 0)))
         return "nhead_stride_lse and batch_stride_lse must be >= 0";
     return "";

@@ -90,16 +90,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
 
     Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(seqlen_q, Int<kHeadDim>{}),
                             make_stride(p.q_row_stride, _1{}));
-    Tensor mK = make_tensor(make_gmem_ptr(k_ptr), make_shape(seqlen_k, Int<kHeadDim>{}),
-                            make_stride(p.k_row_stride, _1{}));
-    Tensor mV = make_tensor(make_gmem_ptr(v_ptr), make_shape(seqlen_k, Int<kHeadDimV>{}),
-                            make_stride(p.v_row_stride, _1{}));
     Tensor mO = make_tensor(make_gmem_ptr(o_ptr), make_shape(seqlen_q, Int<kHeadDimV>{}),
                             make_stride(p.o_row_stride, _1{}));
     // local_tile on a shape that is not a tile multiple is fine: out-of-range rows are never dereferenced.
     Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));   // (M, K)
-    Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));         // (N, K, n)
-    Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDimV>>{}, make_coord(_, 0));        // (N, Kv, n)
     Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDimV>>{}, make_coord(m_block, 0));  // (M, Kv)
 
     // ---- shared memory: Q (later O) | K | V ----
@@ -116,10 +110,21 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     auto gmem_thr_v  = gmem_copy_v.get_thread_slice(tidx);
     Tensor tQgQ = gmem_thr_qk.partition_S(gQ);
     Tensor tQsQ = gmem_thr_qk.partition_D(sQ);
-    Tensor tKgK = gmem_thr_qk.partition_S(gK); // (CPY, CPY_N, CPY_K, n)
     Tensor tKsK = gmem_thr_qk.partition_D(sK);
-    Tensor tVgV = gmem_thr_v.partition_S(gV);
     Tensor tVsV = gmem_thr_v.partition_D(sV);
+    // K / V key block n as a tile, rebuilt per block: a 64-bit base and (see kKvOffsets32) 32-bit offsets inside it,
+    // which the host allows by keeping row strides below 2^24. Fewer live 64-bit addresses than a (N, K, n) view.
+    using KvStride = std::conditional_t<Kt::kKvOffsets32, int, int64_t>;
+    const KvStride k_row_stride = KvStride(p.k_row_stride);
+    const KvStride v_row_stride = KvStride(p.v_row_stride);
+    auto tile_k = [&](int n) {
+        return make_tensor(make_gmem_ptr(k_ptr + int64_t(n) * kBlockN * p.k_row_stride),
+                           Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(k_row_stride, _1{}));
+    };
+    auto tile_v = [&](int n) {
+        return make_tensor(make_gmem_ptr(v_ptr + int64_t(n) * kBlockN * p.v_row_stride),
+                           Shape<Int<kBlockN>, Int<kHeadDimV>>{}, make_stride(v_row_stride, _1{}));
+    };
     // identity coordinates for bounds checks
     Tensor tQcQ = gmem_thr_qk.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
     Tensor tKcK = gmem_thr_qk.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
@@ -198,16 +203,16 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     auto load_k = [&](int n_block) {
         const int rows_left = seqlen_k - n_block * kBlockN;
         if (even_q && rows_left >= kBlockN)
-            cute::copy(gmem_copy_qk, tKgK(_, _, _, n_block), tKsK);
+            cute::copy(gmem_copy_qk, gmem_thr_qk.partition_S(tile_k(n_block)), tKsK);
         else
-            copy_tile_pred(gmem_copy_qk, tKgK(_, _, _, n_block), tKsK, tKcK, rows_left, p.hdim_q);
+            copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(tile_k(n_block)), tKsK, tKcK, rows_left, p.hdim_q);
     };
     auto load_v = [&](int n_block) {
         const int rows_left = seqlen_k - n_block * kBlockN;
         if (even_v && rows_left >= kBlockN)
-            cute::copy(gmem_copy_v, tVgV(_, _, _, n_block), tVsV);
+            cute::copy(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), tVsV);
         else
-            copy_tile_pred(gmem_copy_v, tVgV(_, _, _, n_block), tVsV, tVcV, rows_left, p.hdim_v);
+            copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), tVsV, tVcV, rows_left, p.hdim_v);
     };
     if (n_first >= 0)
         load_k(n_first);
