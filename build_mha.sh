@@ -27,7 +27,7 @@ if [[ "$API" == fwd || "$API" == all || "$API" == "" ]]; then
   echo "[build_mha.sh] linking benchmark_mha_fwd"
   # shellcheck disable=SC2086
   "$NVCC" "${COMMON[@]}" $ARCH_FLAGS "$SCRIPT_DIR/benchmark/benchmark_mha_fwd.cpp" \
-    "$SCRIPT_DIR/csrc/reference/naive_attention.cu" -lmha_fwd -o benchmark_mha_fwd
+    "$SCRIPT_DIR/csrc/reference/naive_attention.cu" "$SCRIPT_DIR/benchmark/device_fill.cu" -lmha_fwd -o benchmark_mha_fwd
   ln -sf benchmark_mha_fwd fwd.exe
 fi
 if [[ "$API" == bwd || "$API" == all || "$API" == "" ]]; then

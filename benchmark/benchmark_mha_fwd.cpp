@@ -7,6 +7,7 @@
 // (csrc/reference/naive_attention.cu); with dropout both replay the random values the library stored.
 
 #include "bench_common.h"
+#include "device_fill.h"
 #include "fwd_config.h"
 #include "mha_fwd.h"
 #include "reference/host_reference.h"
@@ -21,6 +22,8 @@
 #include <cstdint>
 #include <iomanip>
 #include <iostream>
+#include <limits>
+#include <tuple>
 #include <random>
 #include <sstream>
 #include <string>
@@ -85,6 +88,16 @@ FwdLayout make_fwd_layout(const FwdConfig& c)
     return l;
 }
 
+// Host copies of Q / K / V only when something is validated.
+bool host_inputs(const FwdConfig& c) { return c.validation > 0; }
+
+template <typename T>
+cudaError_t device_fill(DeviceBuffer& buf, int64_t n, uint32_t seed)
+{
+    cudaError_t e = buf.allocate(sizeof(T) * size_t(n));
+    return e == cudaSuccess ? fill_uniform_device(buf.get(), n, std::is_same_v<T, __nv_bfloat16>, seed) : e;
+}
+
 // The host-side inputs: values rounded to the dtype (T for the upload, float for the host reference).
 template <typename T>
 struct HostInputs
@@ -99,12 +112,15 @@ template <typename T>
 HostInputs<T> make_inputs(const FwdConfig& c, const FwdLayout& l)
 {
     HostInputs<T> in;
-    in.q.resize(size_t(l.q.elements));
-    in.k.resize(size_t(l.k.elements));
-    in.v.resize(size_t(l.v.elements));
-    fill_tensor(c.init, c.seed, in.q, in.q_exact);
-    fill_tensor(c.init, c.seed + 1, in.k, in.k_exact);
-    fill_tensor(c.init, c.seed + 2, in.v, in.v_exact);
+    if (host_inputs(c)) // -v=0 fills Q / K / V on the device (upload_inputs)
+    {
+        in.q.resize(size_t(l.q.elements));
+        in.k.resize(size_t(l.k.elements));
+        in.v.resize(size_t(l.v.elements));
+        fill_tensor(c.init, c.seed, in.q, in.q_exact);
+        fill_tensor(c.init, c.seed + 1, in.k, in.k_exact);
+        fill_tensor(c.init, c.seed + 2, in.v, in.v_exact);
+    }
     if (c.bias.type == bias_enum::elementwise_bias)
     {
         in.bias.resize(size_t(l.bias.elements));
@@ -133,16 +149,133 @@ struct DeviceTensors
     DeviceBuffer q, k, v, o, lse, bias, randval, sink;
     DeviceBuffer seqstart_q, seqstart_k, seqlen_k; // group mode
     DeviceBuffer drop_seed_offset;                 // -drop_prefs=1: {seed, offset} as uint64
+    // mha_fwd_splitkv: the K/V cache (paged or batch-permuted copies of k / v), its tables and the fp32 partials
+    DeviceBuffer k_cache, v_cache, block_table, cache_batch_idx, seqlen_k_cache, lse_acc, o_acc;
 };
 
+// K/V cache layout of a split-KV call. Paged: [pages, h_k, page, d] (iperm) or [pages, page, h_k, d], AITER's
+// pages = batch * ceil(max_seqlen_k / page), block table [batch, pages / batch] a shuffled iota. Dense with
+// cache_batch_idx: the dense layout, batch b stored in slot cache_batch_idx[b] (a shuffled iota).
+struct KvCacheLayout
+{
+    int pages = 0, pages_per_seq = 0;
+    reference::Strides k, v; // row = token, head, batch = page
+    int64_t k_elements = 0, v_elements = 0;
+    std::vector<int32_t> block_table, cache_batch_idx;
+};
+
+std::vector<int32_t> shuffled_iota(int n, uint32_t seed)
+{
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+        v[size_t(i)] = i;
+    std::shuffle(v.begin(), v.end(), std::mt19937(seed));
+    return v;
+}
+
+KvCacheLayout make_kvcache_layout(const FwdConfig& c, const FwdLayout& l)
+{
+    KvCacheLayout kv;
+    if (c.page_block_size > 0)
+    {
+        const int64_t ps = c.page_block_size, hk = c.nhead_k;
+        kv.pages_per_seq = std::max(1, int((l.max_seqlen_k + ps - 1) / ps));
+        kv.pages = c.batch * kv.pages_per_seq;
+        for (auto [t, d, n] : {std::tuple{&kv.k, int64_t(c.hdim_q), &kv.k_elements},
+                               std::tuple{&kv.v, int64_t(c.hdim_v), &kv.v_elements}})
+        {
+            *t = c.iperm ? reference::Strides{hk * ps * d, ps * d, d} : reference::Strides{ps * hk * d, d, hk * d};
+            *n = kv.pages * hk * ps * d;
+        }
+        kv.block_table = shuffled_iota(kv.pages, c.seed + 5);
+    }
+    else
+    {
+        kv.k = l.k.strides, kv.v = l.v.strides;
+        kv.k_elements = l.k.elements, kv.v_elements = l.v.elements;
+        if (c.cache_batch_idx)
+            kv.cache_batch_idx = shuffled_iota(c.batch, c.seed + 6);
+    }
+    return kv;
+}
+
+// Scatters the logical K / V (layout l) into the cache layout; cache rows no key maps to hold NaN, so a kernel that
+// reads one fails validation.
+template <typename T>
+int upload_kvcache(const FwdConfig& c, const FwdLayout& l, const KvCacheLayout& kv, const HostInputs<T>& in,
+                   DeviceTensors& d)
+{
+    if (!host_inputs(c))
+    {
+        BENCH_CHECK_CUDA(device_fill<T>(d.k_cache, kv.k_elements, c.seed + 1));
+        BENCH_CHECK_CUDA(device_fill<T>(d.v_cache, kv.v_elements, c.seed + 2));
+    }
+    const T nan = T(std::numeric_limits<float>::quiet_NaN());
+    std::vector<T> k(host_inputs(c) ? size_t(kv.k_elements) : 0, nan), v(host_inputs(c) ? size_t(kv.v_elements) : 0, nan);
+    for (int b = 0; b < c.batch && host_inputs(c); ++b)
+        for (int h = 0; h < c.nhead_k; ++h)
+            for (int j = 0; j < c.seqlen_ks[size_t(b)]; ++j)
+            {
+                const int64_t row = c.group() ? l.seqstart_k[size_t(b)] + j : j;
+                const int64_t src_b = c.group() ? 0 : b;
+                int64_t page = 0, in_page = row;
+                if (c.page_block_size > 0)
+                {
+                    page = kv.block_table[size_t(b * kv.pages_per_seq + j / c.page_block_size)];
+                    in_page = j % c.page_block_size;
+                }
+                else if (c.cache_batch_idx)
+                    page = kv.cache_batch_idx[size_t(b)];
+                else
+                    page = src_b;
+                for (auto [dst, src, ls, cs, dim] :
+                     {std::tuple{&k, &in.k, &l.k.strides, &kv.k, c.hdim_q}, std::tuple{&v, &in.v, &l.v.strides, &kv.v, c.hdim_v}})
+                {
+                    const int64_t so = src_b * ls->batch + h * ls->head + row * ls->row;
+                    const int64_t dof = page * cs->batch + h * cs->head + in_page * cs->row;
+                    std::copy_n(src->begin() + so, dim, dst->begin() + dof);
+                }
+            }
+    if (host_inputs(c))
+    {
+        BENCH_CHECK_CUDA(d.k_cache.upload(k));
+        BENCH_CHECK_CUDA(d.v_cache.upload(v));
+    }
+    if (!kv.block_table.empty())
+        BENCH_CHECK_CUDA(d.block_table.upload(kv.block_table));
+    if (!kv.cache_batch_idx.empty())
+        BENCH_CHECK_CUDA(d.cache_batch_idx.upload(kv.cache_batch_idx));
+    if (!c.group())
+        BENCH_CHECK_CUDA(d.seqlen_k_cache.upload(c.seqlen_ks));
+    if (c.num_splits > 1)
+    {
+        const int64_t rows = int64_t(l.shape_batch) * c.nhead * c.num_splits * l.shape_seqlen_q;
+        BENCH_CHECK_CUDA(d.lse_acc.allocate(sizeof(float) * rows));
+        BENCH_CHECK_CUDA(d.o_acc.allocate(sizeof(float) * rows * c.hdim_v));
+    }
+    return kExitPass;
+}
+
 bool stores_randval(const FwdConfig& c) { return c.p_drop > 0.f && c.validation > 0; }
+
+
 
 template <typename T>
 int upload_inputs(const FwdConfig& c, const FwdLayout& l, const HostInputs<T>& in, DeviceTensors& d)
 {
-    BENCH_CHECK_CUDA(d.q.upload(in.q));
-    BENCH_CHECK_CUDA(d.k.upload(in.k));
-    BENCH_CHECK_CUDA(d.v.upload(in.v));
+    if (host_inputs(c))
+    {
+        BENCH_CHECK_CUDA(d.q.upload(in.q));
+        BENCH_CHECK_CUDA(d.k.upload(in.k));
+        BENCH_CHECK_CUDA(d.v.upload(in.v));
+    }
+    else
+    {
+        BENCH_CHECK_CUDA(device_fill<T>(d.q, l.q.elements, c.seed));
+        // split-KV reads only the cache copies (upload_kvcache)
+        BENCH_CHECK_CUDA(device_fill<T>(d.k, c.use_splitkv() ? 0 : l.k.elements, c.seed + 1));
+        BENCH_CHECK_CUDA(device_fill<T>(d.v, c.use_splitkv() ? 0 : l.v.elements, c.seed + 2));
+    }
     BENCH_CHECK_CUDA(d.o.allocate(sizeof(T) * l.o.elements));
     BENCH_CHECK_CUDA(d.lse.allocate(sizeof(float) * l.lse_elements));
     // 0xFF bytes are NaN in fp16, bf16 and fp32: any element the kernel does not write fails validation.
@@ -260,6 +393,44 @@ aiter::mha_fwd_args make_fwd_args(const FwdConfig& c, const FwdLayout& l, const 
 
     a.block_scale_size_q  = 128; // AITER's benchmark value; read only with -qscale=bs
     a.block_scale_size_kv = 128;
+    return a;
+}
+
+// mha_fwd_splitkv's arguments: the forward's, with the cache tensors and CK's partial layouts
+// (lse_acc [shape_b, h, splits, shape_s_q], o_acc [shape_b, h, splits, shape_s_q, d_v]).
+aiter::mha_fwd_splitkv_args make_splitkv_args(const FwdConfig& c, const FwdLayout& l, const KvCacheLayout& kv,
+                                              const DeviceTensors& d)
+{
+    const aiter::mha_fwd_args f = make_fwd_args(c, l, d);
+    aiter::mha_fwd_splitkv_args a{};
+    a.q_ptr = f.q_ptr, a.k_ptr = d.k_cache.get(), a.v_ptr = d.v_cache.get(), a.bias_ptr = f.bias_ptr;
+    a.lse_acc_ptr = d.lse_acc.get(), a.o_acc_ptr = d.o_acc.get(), a.lse_ptr = f.lse_ptr, a.o_ptr = f.o_ptr;
+    a.block_table_ptr = c.page_block_size > 0 ? d.block_table.get() : nullptr;
+    a.batch_stride_block_table = kv.pages_per_seq;
+    a.page_block_size = c.page_block_size;
+    a.is_gappy = false;
+    a.cache_batch_idx = c.cache_batch_idx ? d.cache_batch_idx.get() : nullptr;
+    a.seqstart_q_ptr = f.seqstart_q_ptr, a.seqstart_k_ptr = f.seqstart_k_ptr;
+    a.seqlen_k_ptr = c.group() ? f.seqlen_k_ptr : d.seqlen_k_cache.get();
+    a.seqlen_q = f.seqlen_q, a.seqlen_k = l.max_seqlen_k, a.batch = f.batch, a.max_seqlen_q = f.max_seqlen_q;
+    a.hdim_q = f.hdim_q, a.hdim_v = f.hdim_v, a.nhead_q = f.nhead_q, a.nhead_k = f.nhead_k;
+    a.num_splits = c.num_splits;
+    a.scale_s = f.scale_s, a.scale_p = a.scale_o = 1.f, a.logits_soft_cap = f.logits_soft_cap;
+    a.stride_q = f.stride_q, a.stride_k = idx(kv.k.row), a.stride_v = idx(kv.v.row), a.stride_bias = f.stride_bias;
+    a.stride_o = f.stride_o;
+    a.nhead_stride_q = f.nhead_stride_q, a.nhead_stride_k = idx(kv.k.head), a.nhead_stride_v = idx(kv.v.head);
+    a.nhead_stride_bias = f.nhead_stride_bias, a.nhead_stride_lse = f.nhead_stride_lse;
+    a.nhead_stride_o = f.nhead_stride_o;
+    a.batch_stride_q = f.batch_stride_q, a.batch_stride_k = idx(kv.k.batch), a.batch_stride_v = idx(kv.v.batch);
+    a.batch_stride_bias = f.batch_stride_bias, a.batch_stride_lse = f.batch_stride_lse;
+    a.batch_stride_o = f.batch_stride_o;
+    const int64_t sq = l.shape_seqlen_q, ns = std::max(1, c.num_splits), dv = c.hdim_v;
+    a.stride_o_acc = idx(dv);
+    a.split_stride_lse_acc = idx(sq), a.nhead_stride_lse_acc = idx(ns * sq), a.batch_stride_lse_acc = idx(c.nhead * ns * sq);
+    a.split_stride_o_acc = idx(sq * dv), a.nhead_stride_o_acc = idx(ns * sq * dv);
+    a.batch_stride_o_acc = idx(c.nhead * ns * sq * dv);
+    a.window_size_left = f.window_size_left, a.window_size_right = f.window_size_right;
+    a.sink_size = f.sink_size, a.mask_type = f.mask_type;
     return a;
 }
 
@@ -477,10 +648,23 @@ int run(const FwdConfig& c)
     if (const int rc = upload_inputs(c, l, in, d); rc != kExitPass)
         return rc;
 
+    const KvCacheLayout kv = c.use_splitkv() ? make_kvcache_layout(c, l) : KvCacheLayout{};
+    if (c.use_splitkv())
+    {
+        for (const reference::Strides* t : {&kv.k, &kv.v})
+            if (!fits_index(t->batch) || !fits_index(t->head))
+                return fail(kExitFailed, "the K/V cache strides exceed int32");
+        if (const int rc = upload_kvcache(c, l, kv, in, d); rc != kExitPass)
+            return rc;
+    }
+
     const aiter::mha_fwd_args args = make_fwd_args(c, l, d);
     std::cout << header_line(c) << std::flush;
     const ck_tile::stream_config stream{nullptr, true, c.kname, c.warmup, c.repeat, c.gpu_timer};
-    const float ave_time = aiter::mha_fwd(args, stream);
+    const float ave_time =
+        c.use_splitkv() ? aiter::mha_fwd_splitkv(make_splitkv_args(c, l, kv, d), stream, c.prec, c.group(),
+                                                 c.mask.type, c.bias.type, c.lse, c.has_sink())
+                        : aiter::mha_fwd(args, stream);
     BENCH_CHECK_CUDA(cudaDeviceSynchronize());
 
     if (c.is_v3_check)
@@ -516,6 +700,36 @@ int run(const FwdConfig& c)
     return pass ? kExitPass : kExitFailed;
 }
 
+// AITER's split-KV option rules, with its messages: cache_batch_idx is ignored with a paged cache or in group mode,
+// dropout with split-KV or a KV cache; num_splits = 0 asks the library's heuristic; more than 128 is an error.
+int legalize_splitkv(FwdConfig& c)
+{
+    if (c.cache_batch_idx && c.page_block_size > 0)
+    {
+        std::cerr << "paged-kvcache does not support cache_batch_idx. ignoring the 'cache_batch_idx' option" << std::endl;
+        c.cache_batch_idx = false;
+    }
+    if (c.cache_batch_idx && c.group())
+    {
+        std::cerr << "group mode will not use cache_batch_idx. ignoring the 'cache_batch_idx' option" << std::endl;
+        c.cache_batch_idx = false;
+    }
+    if (c.num_splits < 0 || c.page_block_size < 0)
+        return fail(kExitBadArgs, "num_splits and page_block_size must be >= 0");
+    if (c.num_splits == 0)
+        c.num_splits = aiter::mha_fwd_splitkv_num_splits(
+            c.batch, c.nhead, c.nhead_k, *std::max_element(c.seqlen_qs.begin(), c.seqlen_qs.end()),
+            *std::max_element(c.seqlen_ks.begin(), c.seqlen_ks.end()), int(c.bias.type));
+    if (c.num_splits > 128)
+        return fail(kExitFailed, "num_splits greater than 128 is not supported");
+    if (c.p_drop > 0.f && c.use_splitkv())
+    {
+        std::cerr << "dropout is not supoprted by split-kv kernels. ignoring the 'p_drop' option" << std::endl;
+        c.p_drop = 0.f;
+    }
+    return kExitPass;
+}
+
 } // namespace
 
 int main(int argc, char* argv[])
@@ -533,6 +747,9 @@ int main(int argc, char* argv[])
 
     FwdConfig config;
     if (const int rc = read_fwd_config(parser, config); rc != kExitPass)
+        return rc;
+
+    if (const int rc = legalize_splitkv(config); rc != kExitPass)
         return rc;
 
     // Features this build does not have answer like an unsupported call, without touching the GPU.

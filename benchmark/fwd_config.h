@@ -131,6 +131,9 @@ struct FwdConfig
 
     bool group() const { return mode == 1; }
     bool has_sink() const { return init_sink || mask.sink_size > 0; }
+    // AITER's routing: split-KV or a KV cache (paged or batch-indexed) goes to mha_fwd_splitkv
+    bool use_kvcache() const { return page_block_size > 0 || cache_batch_idx; }
+    bool use_splitkv() const { return num_splits != 1 || use_kvcache(); }
 };
 
 // Says what is wrong on stderr and hands back the exit code.
@@ -261,12 +264,8 @@ inline std::string unsupported_reason(const FwdConfig& c)
         return "-prec=fp8bf16";
     if (c.qscale != quant_scale_enum::no_scale)
         return std::string("quantization scale (-qscale=") + qscale_str(c.qscale) + ")";
-    if (c.num_splits > 1)
-        return "split-kv (-num_splits>1)";
-    if (c.page_block_size > 0)
-        return "paged kv-cache (-page_block_size>0)";
-    if (c.cache_batch_idx)
-        return "kv-cache batch index (-cache_batch_idx=1)";
+    if (c.init_sink && c.use_splitkv())
+        return "sink logits (-init_sink=1) with split-kv / kv-cache (mha_fwd_splitkv_args has no sink_ptr)";
     if (c.vlayout != "r")
         return "column-major V (-vlayout=c)";
     if (c.seqlen_knew != 0)

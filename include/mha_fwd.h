@@ -279,6 +279,17 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
                                                              bool has_lse,
                                                              bool has_sink = false);
 
+// Not in AITER: the split count mha_fwd_splitkv uses for num_splits = 0, so a caller can size lse_acc / o_acc
+// ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32). 1 when the grid already fills the GPU. Otherwise the
+// fewest splits whose last wave of CTAs (two resident per SM) is at least 85% as full as the best split count's.
+// Worked numbers on an H200 (132 SMs, 264 slots), decode with seqlen_q = 1, 32 query heads on 8 KV heads (packed:
+// one CTA per KV head): b=1, 128k keys -> 8 CTAs per split -> 29 splits (232 CTAs, 88% of a wave); b=16, 8k keys ->
+// 128 CTAs -> 2 splits (256 CTAs, 97%); b=64 -> 512 CTAs >= 80% of 264 slots -> 1 split (no combine pass).
+// bias_type != 0 turns head packing off (one CTA per query head).
+__attribute__((visibility("default"))) int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k,
+                                                                      int max_seqlen_q, int max_seqlen_k,
+                                                                      int bias_type = 0);
+
 __attribute__((visibility("default"))) float mha_batch_prefill(mha_batch_prefill_args args,
                                                                const ck_tile::stream_config& stream_config,
                                                                std::string q_dtype_str,

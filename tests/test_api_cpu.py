@@ -37,7 +37,14 @@ EXPECTED = {
     "fp8": "data_type 'fp8bf16' is not supported yet",
     "v3_check": "v3_api_check",
     "bwd_group": "group mode requires pinned_host_alloc callback",
-    "splitkv": "not built yet",
+    "splitkv_empty": "batch must be in [1",
+    "splitkv_splits": "num_splits must be in [0, 128]",
+    "splitkv_acc": "num_splits > 1 needs 4-byte aligned fp32 lse_acc_ptr and o_acc_ptr",
+    "splitkv_table": "block_table_ptr must be a 4-byte aligned int32 array",
+    "splitkv_cbi": "cache_batch_idx cannot be combined with a paged KV cache",
+    "splitkv_gappy": "is_gappy",
+    "splitkv_heads": "must be a positive multiple of nhead_k",
+    "prefill_empty": "mha_batch_prefill: invalid argument: batch must be in [1",
 }
 
 
@@ -76,6 +83,10 @@ def test_invalid_calls_return_minus_one_with_reason(consumer):
     if not has_gpu:  # a well-formed call reaches the device query and says there is no GPU
         ret, reason = rows["valid"]
         assert ret == -1 and "no usable CUDA device" in reason
+        # split heuristic with the 132-SM default: a full grid keeps 1 split, a lone decode row spreads to 29,
+        # a cache of one key block cannot split (the worked numbers in include/mha_fwd.h)
+        ret, rest = rows["heuristic"]
+        assert (ret, rest) == (1, "29 1")
 
 
 def bench(built, *args):

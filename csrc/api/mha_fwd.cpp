@@ -9,6 +9,7 @@
 #include "launch.h"
 #include "registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -282,13 +283,15 @@ bool arch_built(int cc)
 // The instance of `family` that serves the call: the cheapest one whose head dims cover both of the call's, of the
 // right variant. `missing` gets a reason when that instance is known to the generator but not built, or when no
 // instance covers the call at all.
-const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v, bool full, std::string& missing)
+const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v, bool full, std::string& missing,
+                                 bool split = false)
 {
     const FwdInstance* best = nullptr;
     for (int i = 0; i < kNumFwdInstances; ++i)
     {
         const FwdInstance& in = kFwdInstances[i];
-        if (in.family == family && in.dtype == dt && in.full == full && in.hdim >= hdim_q && in.hdim_v >= hdim_v &&
+        if (in.family == family && in.dtype == dt && (split || in.full == full) && in.split == split &&
+            in.hdim >= hdim_q && in.hdim_v >= hdim_v &&
             (!best || in.hdim + in.hdim_v < best->hdim + best->hdim_v))
             best = &in;
     }
@@ -402,18 +405,285 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
     return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
 }
 
-float mha_fwd_splitkv(mha_fwd_splitkv_args, const ck_tile::stream_config&, std::string, bool, mask_enum, bias_enum,
-                      bool, bool)
+
+} // namespace aiter
+
+// ---------------------------------------------------------------------------------------------------------------
+// Split-KV / paged KV (mha_fwd_splitkv) and SGLang-style paged prefill (mha_batch_prefill). Both run on the kSplit
+// instances. Their arguments are first mapped onto mha_fwd_args so that every check and every derived parameter is
+// the forward's; the KV-cache and split fields are checked and added on top.
+// ---------------------------------------------------------------------------------------------------------------
+namespace mha {
+namespace {
+
+constexpr int kSplitBlockM = 64, kSplitBlockN = 64; // CK_SPLITKV_TILE in csrc/codegen/generate.py
+constexpr int kMaxSplits   = 128;
+
+int sm_count()
 {
-    mha_set_last_error("");
-    return mha::fail("mha_fwd_splitkv: split-KV / paged-KV kernels are not built yet");
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                  cudaSuccess)
+        return 132;
+    return sms;
 }
 
-float mha_batch_prefill(mha_batch_prefill_args, const ck_tile::stream_config&, std::string, bool, mask_enum,
-                        bias_enum, bool, quant_scale_enum, bool)
+// Query heads of one KV head share a tile when nothing per-head touches the scores.
+int pack_ratio(int nhead_q, int nhead_k, int bias_type) { return bias_type == 0 ? nhead_q / nhead_k : 1; }
+
+// FlashAttention-2's rule, restated for our CTAs: with `ctas` CTAs per split and two CTAs resident per SM, pick the
+// fewest splits whose last wave is at least 85% as full as the best choice's; splits that give the same number of
+// key blocks per split as one split fewer are skipped.
+int splits_heuristic(int ctas, int n_blocks, int sms)
 {
+    const int slots = 2 * sms;
+    if (ctas >= slots * 4 / 5 || n_blocks <= 1)
+        return 1;
+    const int max_splits = std::min({kMaxSplits, n_blocks, slots});
+    auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+    auto eligible = [&](int s) { return s == 1 || ceil_div(n_blocks, s) != ceil_div(n_blocks, s - 1); };
+    auto efficiency = [&](int s) {
+        const float waves = float(ctas) * s / slots;
+        return waves / std::ceil(waves);
+    };
+    float best = 0.f;
+    for (int s = 1; s <= max_splits; ++s)
+        if (eligible(s))
+            best = std::max(best, efficiency(s));
+    for (int s = 1; s <= max_splits; ++s)
+        if (eligible(s) && efficiency(s) >= 0.85f * best)
+            return s;
+    return 1;
+}
+
+int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k, int bias_type)
+{
+    if (batch < 1 || nhead_q < 1 || nhead_k < 1 || nhead_q % nhead_k || max_seqlen_q < 1 || max_seqlen_k < 1)
+        return 1;
+    const int pack  = pack_ratio(nhead_q, nhead_k, bias_type);
+    const int64_t m_blocks = (int64_t(max_seqlen_q) * pack + kSplitBlockM - 1) / kSplitBlockM;
+    const int64_t ctas = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * m_blocks;
+    const int n_blocks = (max_seqlen_k + kSplitBlockN - 1) / kSplitBlockN;
+    return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sm_count());
+}
+
+// The forward arguments a split-KV call corresponds to (K/V strides keep their meaning inside a page).
+aiter::mha_fwd_args fwd_args_of(const aiter::mha_fwd_splitkv_args& a, const std::string& dtype, bool group,
+                                int bias_type, bool has_lse, bool has_sink)
+{
+    aiter::mha_fwd_args f{};
+    f.data_type = dtype, f.is_group_mode = group, f.bias_type = bias_type, f.has_lse = has_lse;
+    f.has_sink = has_sink;
+    f.q_ptr = a.q_ptr, f.k_ptr = a.k_ptr, f.v_ptr = a.v_ptr, f.bias_ptr = a.bias_ptr;
+    f.lse_ptr = a.lse_ptr, f.o_ptr = a.o_ptr;
+    f.seqstart_q_ptr = a.seqstart_q_ptr, f.seqstart_k_ptr = a.seqstart_k_ptr;
+    f.seqlen_q = a.seqlen_q, f.seqlen_k = a.seqlen_k, f.batch = a.batch, f.max_seqlen_q = a.max_seqlen_q;
+    f.hdim_q = a.hdim_q, f.hdim_v = a.hdim_v, f.nhead_q = a.nhead_q, f.nhead_k = a.nhead_k;
+    f.scale_s = a.scale_s, f.logits_soft_cap = a.logits_soft_cap;
+    f.stride_q = a.stride_q, f.stride_k = a.stride_k, f.stride_v = a.stride_v, f.stride_bias = a.stride_bias;
+    f.stride_o = a.stride_o;
+    f.nhead_stride_q = a.nhead_stride_q, f.nhead_stride_k = a.nhead_stride_k, f.nhead_stride_v = a.nhead_stride_v;
+    f.nhead_stride_bias = a.nhead_stride_bias, f.nhead_stride_lse = a.nhead_stride_lse;
+    f.nhead_stride_o = a.nhead_stride_o;
+    f.batch_stride_q = a.batch_stride_q, f.batch_stride_k = a.batch_stride_k, f.batch_stride_v = a.batch_stride_v;
+    f.batch_stride_bias = a.batch_stride_bias, f.batch_stride_lse = a.batch_stride_lse;
+    f.batch_stride_o = a.batch_stride_o;
+    f.window_size_left = a.window_size_left, f.window_size_right = a.window_size_right;
+    f.sink_size = has_sink ? a.sink_size : 0;
+    f.mask_type = a.mask_type;
+    f.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    return f;
+}
+
+aiter::mha_fwd_args fwd_args_of(const aiter::mha_batch_prefill_args& a, const std::string& dtype, bool group,
+                                int bias_type, bool has_lse)
+{
+    aiter::mha_fwd_args f{};
+    f.data_type = dtype, f.is_group_mode = group, f.bias_type = bias_type, f.has_lse = has_lse;
+    f.has_sink = a.sink_size > 0;
+    f.q_ptr = a.q_ptr, f.k_ptr = a.k_ptr, f.v_ptr = a.v_ptr, f.bias_ptr = a.bias_ptr;
+    f.rand_val_ptr = a.rand_val_ptr, f.lse_ptr = a.lse_ptr, f.o_ptr = a.o_ptr;
+    f.seqstart_q_ptr = a.seqstart_q_ptr;
+    f.seqstart_k_ptr = group ? a.seqstart_q_ptr : nullptr; // stands in for the check; K rows come from the pages
+    f.seqlen_q = a.seqlen_q, f.seqlen_k = a.seqlen_k, f.batch = a.batch, f.max_seqlen_q = a.max_seqlen_q;
+    f.hdim_q = a.hdim_q, f.hdim_v = a.hdim_v, f.nhead_q = a.nhead_q, f.nhead_k = a.nhead_k;
+    f.scale_s = a.scale_s, f.logits_soft_cap = a.logits_soft_cap;
+    f.stride_q = a.stride_q, f.stride_k = a.stride_k, f.stride_v = a.stride_v, f.stride_bias = a.stride_bias;
+    f.stride_randval = a.stride_randval, f.stride_o = a.stride_o;
+    f.nhead_stride_q = a.nhead_stride_q, f.nhead_stride_k = a.nhead_stride_k, f.nhead_stride_v = a.nhead_stride_v;
+    f.nhead_stride_bias = a.nhead_stride_bias, f.nhead_stride_randval = a.nhead_stride_randval;
+    f.nhead_stride_lse = a.nhead_stride_lse, f.nhead_stride_o = a.nhead_stride_o;
+    f.batch_stride_q = a.batch_stride_q, f.batch_stride_k = a.batch_stride_k, f.batch_stride_v = a.batch_stride_v;
+    f.batch_stride_bias = a.batch_stride_bias, f.batch_stride_randval = a.batch_stride_randval;
+    f.batch_stride_lse = a.batch_stride_lse, f.batch_stride_o = a.batch_stride_o;
+    f.window_size_left = a.window_size_left, f.window_size_right = a.window_size_right;
+    f.sink_size = a.sink_size, f.mask_type = a.mask_type;
+    f.p_drop = a.p_drop, f.s_randval = a.s_randval, f.drop_seed_offset = a.drop_seed_offset;
+    return f;
+}
+
+// Checks shared by both entry points once the forward checks passed; launches the kSplit instance.
+float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, const ck_tile::stream_config& s)
+{
+    const std::string who = api;
+    if (std::string why = unsupported_feature(f); !why.empty())
+        return fail(who + ": " + why);
+    if (p.kv.page_size > 0 && (f.stride_k >= kMaxKvRowStride || f.stride_v >= kMaxKvRowStride))
+        return fail(who + ": invalid argument: stride_k and stride_v must be below 2^24 elements");
+    if (int64_t(p.batch) * p.split.num_splits > kMaxGridYZ)
+        return fail(who + ": invalid argument: batch * num_splits must be <= " + str(kMaxGridYZ) + ", got " +
+                    str(int64_t(p.batch) * p.split.num_splits));
+    std::string missing;
+    const FwdInstance* in = find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, true, missing, true);
+    if (in == nullptr)
+        return fail(who + ": no split-KV kernel for dtype=" + f.data_type + " hdim_q=" + str(f.hdim_q) +
+                    " hdim_v=" + str(f.hdim_v) + ": " + missing);
+    int cc = 0;
+    if (std::string why = current_cc(cc); !why.empty())
+        return fail(who + ": " + why);
+    if (!arch_built(cc))
+        return fail(who + ": this library was built for " + std::string(kBuildInfo.archs) + " but the GPU is sm_" +
+                    str(cc));
+    aiter::mha_set_last_kernel_name(in->name);
+    if ((f.is_group_mode ? f.max_seqlen_q : f.seqlen_q) == 0)
+        return 0.f;
+    return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
+}
+
+std::string invalid_page_table(int page_size, const void* table, const char* table_name)
+{
+    if (page_size < 1)
+        return "page_block_size must be >= 1, got " + str(page_size);
+    if (table == nullptr || !aligned(table, 4))
+        return std::string(table_name) + " must be a 4-byte aligned int32 array when page_block_size > 0";
+    return "";
+}
+
+} // namespace
+} // namespace mha
+
+namespace aiter {
+
+int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k,
+                               int bias_type)
+{
+    return mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type);
+}
+
+float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& stream_config,
+                      std::string q_dtype_str, bool is_group_mode, mask_enum mask_type, bias_enum bias_type,
+                      bool has_lse, bool has_sink)
+{
+    using namespace mha;
     mha_set_last_error("");
-    return mha::fail("mha_batch_prefill: paged batch-prefill kernels are not built yet");
+    const std::string who = "mha_fwd_splitkv";
+    auto bad = [&](const std::string& why) { return fail(who + ": invalid argument: " + why); };
+    if (int(mask_type) != 0 && args.mask_type == 0)
+        args.mask_type = int(mask_type); // the trait names a mask the args left at none
+    if (int(mask_type) == 0 && args.mask_type != 0)
+        return bad("mask_type argument is no_mask but args.mask_type is " + str(args.mask_type));
+    const aiter::mha_fwd_args f = fwd_args_of(args, q_dtype_str, is_group_mode, int(bias_type), has_lse, has_sink);
+    if (std::string why = invalid_argument(f); !why.empty())
+        return bad(why);
+    if (args.is_gappy)
+        return bad("is_gappy (local seqstart_k offsets) is not supported");
+    if (args.num_splits < 0 || args.num_splits > kMaxSplits)
+        return bad("num_splits must be in [0, " + str(kMaxSplits) + "] (0: heuristic), got " + str(args.num_splits));
+    const bool paged = args.page_block_size > 0 || args.block_table_ptr != nullptr;
+    if (paged)
+    {
+        if (std::string why = invalid_page_table(args.page_block_size, args.block_table_ptr, "block_table_ptr");
+            !why.empty())
+            return bad(why);
+        if (args.batch_stride_block_table < 1)
+            return bad("batch_stride_block_table must be >= 1, got " + str(args.batch_stride_block_table));
+        if (args.cache_batch_idx != nullptr)
+            return bad("cache_batch_idx cannot be combined with a paged KV cache");
+    }
+    if (args.cache_batch_idx != nullptr && (is_group_mode || !aligned(args.cache_batch_idx, 4)))
+        return bad("cache_batch_idx needs batch mode and a 4-byte aligned int32 [batch] array");
+    if (!is_group_mode && args.seqlen_k_ptr != nullptr && !aligned(args.seqlen_k_ptr, 4))
+        return bad("seqlen_k_ptr must be 4-byte aligned (int32 [batch])");
+
+    int splits = args.num_splits;
+    const int max_q = is_group_mode ? args.max_seqlen_q : args.seqlen_q;
+    if (splits == 0)
+        splits = (args.lse_acc_ptr && args.o_acc_ptr)
+                     ? num_splits_for(args.batch, args.nhead_q, args.nhead_k, max_q, args.seqlen_k, int(bias_type))
+                     : 1;
+    if (splits > 1)
+    {
+        if (args.lse_acc_ptr == nullptr || args.o_acc_ptr == nullptr || !aligned(args.lse_acc_ptr, 4) ||
+            !aligned(args.o_acc_ptr, 4))
+            return bad("num_splits > 1 needs 4-byte aligned fp32 lse_acc_ptr and o_acc_ptr");
+        if (args.stride_o_acc < args.hdim_v || args.nhead_stride_o_acc < 0 || args.nhead_stride_lse_acc < 0 ||
+            args.split_stride_o_acc < 0 || args.split_stride_lse_acc < 0 || args.batch_stride_o_acc < 0 ||
+            args.batch_stride_lse_acc < 0)
+            return bad("o_acc / lse_acc strides must be >= 0 and stride_o_acc >= hdim_v");
+    }
+
+    FwdParams p = make_params(f);
+    if (!is_group_mode)
+        p.kv.seqlen_k = static_cast<const int32_t*>(args.seqlen_k_ptr);
+    else
+        p.seq.seqlen_k = static_cast<const int32_t*>(args.seqlen_k_ptr);
+    p.kv.cache_batch_idx = static_cast<const int32_t*>(args.cache_batch_idx);
+    if (paged)
+    {
+        p.kv.page_size = args.page_block_size;
+        p.kv.block_table = static_cast<const int32_t*>(args.block_table_ptr);
+        p.kv.block_table_batch_stride = args.batch_stride_block_table;
+    }
+    SplitParams& sp = p.split;
+    sp.num_splits = splits;
+    sp.pack_ratio = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type));
+    if (splits > 1)
+    {
+        sp.lse_acc = static_cast<float*>(args.lse_acc_ptr);
+        sp.o_acc = static_cast<float*>(args.o_acc_ptr);
+        sp.lse_acc_split_stride = args.split_stride_lse_acc, sp.lse_acc_batch_stride = args.batch_stride_lse_acc;
+        sp.lse_acc_head_stride = args.nhead_stride_lse_acc;
+        sp.o_acc_split_stride = args.split_stride_o_acc, sp.o_acc_batch_stride = args.batch_stride_o_acc;
+        sp.o_acc_head_stride = args.nhead_stride_o_acc, sp.o_acc_row_stride = args.stride_o_acc;
+    }
+    return run_split(who.c_str(), f, p, stream_config);
+}
+
+float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_config& stream_config,
+                        std::string q_dtype_str, bool is_group_mode, mask_enum mask_type, bias_enum bias_type,
+                        bool has_lse, quant_scale_enum qscale_type, bool /*use_ext_asm*/)
+{
+    using namespace mha;
+    mha_set_last_error("");
+    const std::string who = "mha_batch_prefill";
+    auto bad = [&](const std::string& why) { return fail(who + ": invalid argument: " + why); };
+    if (int(qscale_type) != 0)
+        return fail(who + ": qscale_type " + str(int(qscale_type)) + " (fp8 descales) is not supported yet");
+    if (int(mask_type) != 0 && args.mask_type == 0)
+        args.mask_type = int(mask_type);
+    if (int(mask_type) == 0 && args.mask_type != 0)
+        return bad("mask_type argument is no_mask but args.mask_type is " + str(args.mask_type));
+    const aiter::mha_fwd_args f = fwd_args_of(args, q_dtype_str, is_group_mode, int(bias_type), has_lse);
+    if (std::string why = invalid_argument(f); !why.empty())
+        return bad(why);
+    if (std::string why = invalid_page_table(args.page_block_size, args.kv_page_indices, "kv_page_indices");
+        !why.empty())
+        return bad(why);
+    for (auto [n, ptr] : {std::pair{"kv_indptr", args.kv_indptr}, std::pair{"kv_last_page_lens", args.kv_last_page_lens}})
+        if (ptr == nullptr || !aligned(ptr, 4))
+            return bad(std::string(n) + " must be a 4-byte aligned int32 array");
+    if (args.num_total_pages < 0)
+        return bad("num_total_pages must be >= 0, got " + str(args.num_total_pages));
+
+    FwdParams p = make_params(f);
+    p.seq.seqstart_k = nullptr; // keys come from the page table
+    p.kv.page_size = args.page_block_size;
+    p.kv.page_indptr = static_cast<const int32_t*>(args.kv_indptr);
+    p.kv.page_indices = static_cast<const int32_t*>(args.kv_page_indices);
+    p.kv.last_page_lens = static_cast<const int32_t*>(args.kv_last_page_lens);
+    p.split.num_splits = 1;
+    p.split.pack_ratio = f.p_drop > 0.f ? 1 : pack_ratio(args.nhead_q, args.nhead_k, int(bias_type));
+    return run_split(who.c_str(), f, p, stream_config);
 }
 
 } // namespace aiter

@@ -24,6 +24,7 @@ struct FwdInstance
     int hdim;                 // serves calls with hdim_q <= hdim and hdim_v <= hdim_v (smaller ones zero-padded)
     int hdim_v;
     bool full;                // also implements soft-cap, bias, ALiBi, sinks and dropout
+    bool split;               // split-KV / paged-KV kernel (mha_fwd_splitkv, mha_batch_prefill)
     const char* name;         // kernel name printed by -kname / log_level_
     const char* compile_hint; // compile.py options that build this instance
     FwdLaunchFn launch;       // nullptr: not in this build

@@ -11,6 +11,8 @@
 #include "fwd_traits.cuh"
 #include "fwd_utils.cuh"
 
+#include <climits>
+
 namespace mha::ck {
 
 // Where one batch's rows live and how many there are (batch or group mode, see SeqParams).
@@ -25,13 +27,13 @@ struct SeqInfo
         if (s.is_group)
         {
             q_row0   = s.seqstart_q[b];
-            k_row0   = s.seqstart_k[b];
+            k_row0   = s.seqstart_k ? s.seqstart_k[b] : 0; // null: batch-prefill pages (apply_kv_cache)
             seqlen_q = s.seqlen_q ? s.seqlen_q[b]
                                   : (s.cu_seqlen_q ? s.cu_seqlen_q[b + 1] - s.cu_seqlen_q[b]
                                                    : s.seqstart_q[b + 1] - s.seqstart_q[b]);
             seqlen_k = s.seqlen_k ? s.seqlen_k[b]
                                   : (s.cu_seqlen_k ? s.cu_seqlen_k[b + 1] - s.cu_seqlen_k[b]
-                                                   : s.seqstart_k[b + 1] - s.seqstart_k[b]);
+                                                   : (s.seqstart_k ? s.seqstart_k[b + 1] - s.seqstart_k[b] : 0));
         }
         else
         {
@@ -39,6 +41,21 @@ struct SeqInfo
             seqlen_q = s.cu_seqlen_q ? s.cu_seqlen_q[b + 1] - s.cu_seqlen_q[b] : p.seqlen_q;
             seqlen_k = s.cu_seqlen_k ? s.cu_seqlen_k[b + 1] - s.cu_seqlen_k[b] : p.seqlen_k;
         }
+    }
+
+    // Split-KV / batch-prefill: key counts come from the KV cache (paged K/V has no physical key rows to offset).
+    __device__ __forceinline__ void apply_kv_cache(const FwdParams& p, int b)
+    {
+        const KvCacheParams& kv = p.kv;
+        if (kv.page_indptr != nullptr)
+        {
+            const int pages = kv.page_indptr[b + 1] - kv.page_indptr[b];
+            seqlen_k = pages > 0 ? kv.page_size * (pages - 1) + kv.last_page_lens[b] : 0;
+        }
+        else if (!p.seq.is_group && kv.seqlen_k != nullptr)
+            seqlen_k = kv.seqlen_k[b];
+        if (kv.page_size > 0)
+            k_row0 = 0;
     }
 };
 
@@ -56,37 +73,75 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     const int tidx   = threadIdx.x;
     // Heavier row blocks first when masked (a causal mask makes later row blocks longer): shortens the tail.
     const int m_block = p.mask.is_none() ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
-    const int bidh    = blockIdx.y;
-    const int bidb    = blockIdx.z;
-    const int bidh_k  = bidh / p.head_ratio;
+    const int bidh    = blockIdx.y; // query head; with packing (kSplit, pack_ratio > 1) the KV head
+    int bidb = blockIdx.z, split = 0;
+    if constexpr (Kt::kSplit)
+    {
+        split = blockIdx.z % p.split.num_splits;
+        bidb  = blockIdx.z / p.split.num_splits;
+    }
+    const int pack   = Kt::kSplit ? p.split.pack_ratio : 1; // query heads per tile row group
+    const int bidh_k = pack > 1 ? bidh : bidh / p.head_ratio;
 
-    const SeqInfo seq(p, bidb);
+    SeqInfo seq(p, bidb);
+    if constexpr (Kt::kSplit)
+        seq.apply_kv_cache(p, bidb);
     const int seqlen_q = seq.seqlen_q;
     const int seqlen_k = seq.seqlen_k;
+    const int rows_q   = seqlen_q * pack; // tile rows: (query, packed head) pairs
     const int m_begin  = m_block * kBlockM;
-    if (m_begin >= seqlen_q || (p.seq.is_group && p.seq.min_seqlen_q > 0 && seqlen_q <= p.seq.min_seqlen_q))
+    if (m_begin >= rows_q || (p.seq.is_group && p.seq.min_seqlen_q > 0 && seqlen_q <= p.seq.min_seqlen_q))
         return;
-    const int m_end = min(m_begin + kBlockM, seqlen_q);
+    const int m_end = min(m_begin + kBlockM, rows_q);
+    // query position of tile row r (rows m_begin + r); identity unless heads are packed
+    auto q_pos = [&](int r) { return Kt::kSplit ? (m_begin + r) / pack : m_begin + r; };
+    const int q_begin = q_pos(0), q_end = q_pos(m_end - m_begin - 1) + 1, q_tile_end = q_pos(kBlockM - 1) + 1;
 
     // Visited key blocks, last to first: the window [n_block_min, n_block_max), then sink blocks [0, n_sink_end)
-    // that lie left of it.
+    // that lie left of it. A split keeps the part inside its own block range [n_lo, n_hi).
     const WindowMask mask = WindowMask::make(p.mask, seqlen_q, seqlen_k);
-    const MaskRange nr    = mask.range(m_begin, m_end);
-    const int n_block_min = nr.n_begin / kBlockN;
-    const int n_block_max = nr.n_end > nr.n_begin ? (nr.n_end + kBlockN - 1) / kBlockN : n_block_min;
-    const int n_sink_end  = min((mask.sink_end(m_end) + kBlockN - 1) / kBlockN, n_block_min);
+    const MaskRange nr    = mask.range(q_begin, q_end);
+    int n_lo = 0, n_hi = INT_MAX;
+    if constexpr (Kt::kSplit)
+    {
+        const int per = ((seqlen_k + kBlockN - 1) / kBlockN + p.split.num_splits - 1) / p.split.num_splits;
+        n_lo = split * per;
+        n_hi = n_lo + per;
+    }
+    const int n_block_min = max(nr.n_begin / kBlockN, n_lo);
+    const int n_block_max = min(nr.n_end > nr.n_begin ? (nr.n_end + kBlockN - 1) / kBlockN : 0, n_hi);
+    const int n_sink_end  = min(min((mask.sink_end(q_end) + kBlockN - 1) / kBlockN, nr.n_begin / kBlockN), n_hi);
     auto next_block = [&](int n) { return n == n_block_min ? n_sink_end - 1 : n - 1; };
     const int n_first = n_block_max > n_block_min ? n_block_max - 1 : n_sink_end - 1;
 
     // ---- global tensors of this (batch, head), offsets in 64 bits ----
+    int64_t kv_batch = bidb; // dense K/V cache row (cache_batch_idx remaps it)
+    const int32_t* pages = nullptr; // paged K/V: this batch's page ids
+    int page_size = 0;
+    if constexpr (Kt::kSplit)
+    {
+        if (p.kv.cache_batch_idx != nullptr)
+            kv_batch = p.kv.cache_batch_idx[bidb];
+        page_size = p.kv.page_size;
+        if (page_size > 0)
+            pages = p.kv.page_indptr ? p.kv.page_indices + p.kv.page_indptr[bidb]
+                                     : p.kv.block_table + bidb * p.kv.block_table_batch_stride;
+    }
     const int64_t q_off = p.seq.is_group ? seq.q_row0 * p.q_row_stride : bidb * p.q_batch_stride;
-    const int64_t k_off = p.seq.is_group ? seq.k_row0 * p.k_row_stride : bidb * p.k_batch_stride;
-    const int64_t v_off = p.seq.is_group ? seq.k_row0 * p.v_row_stride : bidb * p.v_batch_stride;
+    const int64_t k_off = page_size > 0 ? 0 : p.seq.is_group ? seq.k_row0 * p.k_row_stride : kv_batch * p.k_batch_stride;
+    const int64_t v_off = page_size > 0 ? 0 : p.seq.is_group ? seq.k_row0 * p.v_row_stride : kv_batch * p.v_batch_stride;
     const int64_t o_off = p.seq.is_group ? seq.q_row0 * p.o_row_stride : bidb * p.o_batch_stride;
-    const Element* q_ptr = static_cast<const Element*>(p.q) + q_off + bidh * p.q_head_stride;
-    const Element* k_ptr = static_cast<const Element*>(p.k) + k_off + bidh_k * p.k_head_stride;
-    const Element* v_ptr = static_cast<const Element*>(p.v) + v_off + bidh_k * p.v_head_stride;
-    Element* o_ptr       = static_cast<Element*>(p.o) + o_off + bidh * p.o_head_stride;
+    const Element* q_base = static_cast<const Element*>(p.q) + q_off;
+    Element* o_base       = static_cast<Element*>(p.o) + o_off;
+    const Element* q_ptr  = q_base + bidh * p.q_head_stride;
+    const Element* k_ptr  = static_cast<const Element*>(p.k) + k_off + bidh_k * p.k_head_stride;
+    const Element* v_ptr  = static_cast<const Element*>(p.v) + v_off + bidh_k * p.v_head_stride;
+    Element* o_ptr        = o_base + bidh * p.o_head_stride;
+    // kSplit: the query head of tile row r, and the offset of key row j inside the paged cache
+    auto q_head = [&](int r) { return pack > 1 ? bidh * pack + (m_begin + r) % pack : bidh; };
+    auto page_off = [&](int j, int64_t row_stride, int64_t page_stride) {
+        return int64_t(pages[j / page_size]) * page_stride + int64_t(j % page_size) * row_stride;
+    };
 
     Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(seqlen_q, Int<kHeadDim>{}),
                             make_stride(p.q_row_stride, _1{}));
@@ -199,22 +254,35 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     const float softmax_scale      = Kt::kFull ? 1.f : p.scale;
 
     // ---- prologue: Q and the first K block in flight ----
-    copy_tile_pred(gmem_copy_qk, tQgQ, tQsQ, tQcQ, seqlen_q - m_begin, p.hdim_q);
+    if constexpr (Kt::kSplit)
+        copy_rows_gather(gmem_copy_qk, tQsQ, tQcQ, [&](int r) {
+            return q_base + q_head(r) * p.q_head_stride + int64_t(q_pos(r)) * p.q_row_stride;
+        }, m_end - m_begin, p.hdim_q);
+    else
+        copy_tile_pred(gmem_copy_qk, tQgQ, tQsQ, tQcQ, seqlen_q - m_begin, p.hdim_q);
     auto load_k = [&](int n_block) {
         const int rows_left = seqlen_k - n_block * kBlockN;
-        if (even_q && rows_left >= kBlockN)
+        if (Kt::kSplit && page_size > 0)
+            copy_rows_gather(gmem_copy_qk, tKsK, tKcK, [&](int r) {
+                return k_ptr + page_off(n_block * kBlockN + r, p.k_row_stride, p.k_batch_stride);
+            }, rows_left, p.hdim_q);
+        else if (even_q && rows_left >= kBlockN)
             cute::copy(gmem_copy_qk, gmem_thr_qk.partition_S(tile_k(n_block)), tKsK);
         else
             copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(tile_k(n_block)), tKsK, tKcK, rows_left, p.hdim_q);
     };
     auto load_v = [&](int n_block) {
         const int rows_left = seqlen_k - n_block * kBlockN;
-        if (even_v && rows_left >= kBlockN)
+        if (Kt::kSplit && page_size > 0)
+            copy_rows_gather(gmem_copy_v, tVsV, tVcV, [&](int r) {
+                return v_ptr + page_off(n_block * kBlockN + r, p.v_row_stride, p.v_batch_stride);
+            }, rows_left, p.hdim_v);
+        else if (even_v && rows_left >= kBlockN)
             cute::copy(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), tVsV);
         else
             copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), tVsV, tVcV, rows_left, p.hdim_v);
     };
-    if (n_first >= 0)
+    if (n_first >= n_lo)
         load_k(n_first);
     cute::cp_async_fence();
 
@@ -236,13 +304,13 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         const int n_begin = n_block * kBlockN;
         if constexpr (Kt::kFull)
             mods.apply(acc_s, tScS, m_begin, n_begin);
-        if (!mask.tile_fully_visible(m_begin, m_begin + kBlockM, n_begin, n_begin + kBlockN))
+        if (!mask.tile_fully_visible(q_begin, q_tile_end, n_begin, n_begin + kBlockN))
         {
             if (mask.sink_size > 0)
             {
                 CUTE_UNROLL
                 for (int i = 0; i < size(acc_s); ++i)
-                    if (!mask.visible(m_begin + get<0>(tScS(i)), n_begin + get<1>(tScS(i))))
+                    if (!mask.visible(q_pos(get<0>(tScS(i))), n_begin + get<1>(tScS(i))))
                         acc_s(i) = -INFINITY;
             }
             else
@@ -254,7 +322,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 for (int r = 0; r < size<0>(s_rc); ++r)
                 {
                     int lo, hi, sink_hi;
-                    mask.row_bounds(m_begin + get<0>(c_rc(r, 0)), lo, hi, sink_hi);
+                    mask.row_bounds(q_pos(get<0>(c_rc(r, 0))), lo, hi, sink_hi);
                     lo -= n_begin, hi -= n_begin;
                     CUTE_UNROLL
                     for (int c = 0; c < size<1>(s_rc); ++c)
@@ -270,7 +338,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         cute::cp_async_wait<0>();
         __syncthreads(); // V[n] landed; every warp finished reading K[n]
         const int n_next = next_block(n_block);
-        if (n_next >= 0)
+        if (n_next >= n_lo)
         {
             load_k(n_next);
             cute::cp_async_fence();
@@ -297,12 +365,14 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     };
 
     // One call site, so the body is always inlined (a non-inlined body would put acc_o in local memory).
-    for (int n = n_first; n >= 0; n = next_block(n))
+    for (int n = n_first; n >= n_lo; n = next_block(n))
         iteration(n);
 
     // ---- epilogue: normalise, LSE, O through shared memory with 16 B stores ----
     float lse[kRows];
-    const float sink = Kt::kFull && p.mod.sink != nullptr ? p.mod.sink[bidh] : -INFINITY;
+    // Split partials leave the sink to the combine kernel, which adds it once.
+    const bool partial = Kt::kSplit && p.split.num_splits > 1;
+    const float sink = Kt::kFull && p.mod.sink != nullptr && !partial ? p.mod.sink[bidh] : -INFINITY;
     softmax.finalize(o_rc, softmax_scale, sink, lse);
     if constexpr (Kt::kFull)
     {
@@ -311,6 +381,39 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             CUTE_UNROLL
             for (int i = 0; i < size(acc_o); ++i)
                 acc_o(i) *= p.drop.rp_keep;
+        }
+    }
+
+    if constexpr (Kt::kSplit)
+    {
+        if (partial)
+        {
+            // fp32 partial O straight from the accumulators, and this split's LSE (-inf where it saw no key)
+            const SplitParams& sp = p.split;
+            Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
+            Tensor c_rc = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
+            const int64_t row0 = p.seq.is_group ? seq.q_row0 : 0;
+            float* o_acc = sp.o_acc + split * sp.o_acc_split_stride + (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride);
+            float* lse_acc = sp.lse_acc + split * sp.lse_acc_split_stride +
+                             (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride);
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r)
+            {
+                const int tr = get<0>(c_rc(r, 0));
+                if (m_begin + tr >= m_end)
+                    continue;
+                const int64_t q = row0 + q_pos(tr);
+                const int h     = q_head(tr);
+                float* orow     = o_acc + h * sp.o_acc_head_stride + q * sp.o_acc_row_stride;
+                CUTE_UNROLL
+                for (int c = 0; c < size<1>(o_rc); ++c)
+                    if (get<1>(c_rc(r, c)) < p.hdim_v)
+                        orow[get<1>(c_rc(r, c))] = o_rc(r, c);
+                if (get<1>(c_rc(0, 0)) == 0)
+                    lse_acc[h * sp.lse_acc_head_stride + q] = lse[r];
+            }
+            cute::cp_async_wait<0>(); // with no visible key block the Q copy was never waited on
+            return;
         }
     }
 
@@ -325,9 +428,14 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             CUTE_UNROLL
             for (int r = 0; r < kRows; ++r)
             {
-                const int row = m_begin + get<0>(c_rc(r, 0));
-                if (row < seqlen_q)
-                    lse_ptr[row] = lse[r];
+                const int tr = get<0>(c_rc(r, 0));
+                if (m_begin + tr < m_end)
+                {
+                    if constexpr (Kt::kSplit)
+                        lse_ptr[(q_head(tr) - bidh) * p.lse_head_stride + q_pos(tr)] = lse[r];
+                    else
+                        lse_ptr[m_begin + tr] = lse[r];
+                }
             }
         }
     }
@@ -349,7 +457,12 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     Tensor tOcO = gmem_thr_o.partition_D(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
     Tensor tOrOut = make_tensor<Element>(shape(tOgO));
     cute::copy(gmem_copy_o, tOsO, tOrOut);
-    store_tile_pred(gmem_copy_o, tOrOut, tOgO, tOcO, seqlen_q - m_begin, p.hdim_v);
+    if constexpr (Kt::kSplit)
+        store_rows_scatter(gmem_copy_o, tOrOut, tOcO, [&](int r) {
+            return o_base + q_head(r) * p.o_head_stride + int64_t(q_pos(r)) * p.o_row_stride;
+        }, m_end - m_begin, p.hdim_v);
+    else
+        store_tile_pred(gmem_copy_o, tOrOut, tOgO, tOcO, seqlen_q - m_begin, p.hdim_v);
 }
 
 } // namespace mha::ck

@@ -45,7 +45,10 @@ struct GmemTiledCopy
 
 // kFull: the instance also implements soft-cap, bias, ALiBi, sinks and dropout (runtime-selected); the plain
 // instance keeps only what every call needs, so the common path carries no extra registers.
-template <typename Element_, int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kNWarps_, bool kFull_>
+// kSplit: the split-KV / paged-KV / batch-prefill kernel (KvCacheParams, SplitParams): gathers K/V rows through a
+// page table, packs query heads of a KV head into rows, and writes fp32 partials when num_splits > 1.
+template <typename Element_, int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kNWarps_, bool kFull_,
+          bool kSplit_ = false>
 struct FwdKernelTraits
 {
     using Element = Element_;
@@ -58,6 +61,7 @@ struct FwdKernelTraits
     static constexpr int kNWarps   = kNWarps_;
     static constexpr int kNThreads = kNWarps * 32;
     static constexpr bool kFull    = kFull_;
+    static constexpr bool kSplit   = kSplit_;
     // K / V tile addresses: 64-bit block base plus 32-bit offsets inside the block. That saves registers in the
     // mainloop for hdim <= 192 (d128 128x48: 88 -> 44 B of spill, +6% on H200); at hdim 256 the 16 copies per thread
     // make full 64-bit offsets cheaper (d256 64x64: 8 B spill vs 108 B, +17% at s=1k).

@@ -35,6 +35,57 @@ __device__ __forceinline__ void copy_tile_pred(TiledCopy const& tiled_copy, TS c
     }
 }
 
+// The same for tiles whose rows live at arbitrary addresses (paged K/V, query heads packed into rows):
+// row_ptr(r) is the global address of tile row r, called only for rows below rows_left.
+template <typename TiledCopy, typename TD, typename TC, typename RowPtr>
+__device__ __forceinline__ void copy_rows_gather(TiledCopy const& tiled_copy, TD& tD, TC const& tC,
+                                                 RowPtr const& row_ptr, int rows_left, int cols_left)
+{
+    CUTE_UNROLL
+    for (int m = 0; m < size<1>(tD); ++m)
+    {
+        const int r       = get<0>(tC(0, m, 0));
+        const bool row_ok = r < rows_left;
+        const auto* src   = row_ok ? row_ptr(r) : nullptr;
+        CUTE_UNROLL
+        for (int k = 0; k < size<2>(tD); ++k)
+        {
+            const int c = get<1>(tC(0, m, k));
+            if (row_ok && c < cols_left)
+                cute::copy(tiled_copy, make_tensor(make_gmem_ptr(src + c), make_layout(shape(tD(_, m, k)))),
+                           tD(_, m, k));
+            else
+                cute::clear(tD(_, m, k));
+        }
+    }
+}
+
+// Register -> global stores of an output tile whose rows live at arbitrary addresses (see copy_rows_gather).
+template <typename TiledCopy, typename TS, typename TC, typename RowPtr>
+__device__ __forceinline__ void store_rows_scatter(TiledCopy const& tiled_copy, TS const& tS, TC const& tC,
+                                                   RowPtr const& row_ptr, int rows_left, int cols_left)
+{
+    CUTE_UNROLL
+    for (int m = 0; m < size<1>(tS); ++m)
+    {
+        const int r = get<0>(tC(0, m, 0));
+        if (r < rows_left)
+        {
+            auto* dst = row_ptr(r);
+            CUTE_UNROLL
+            for (int k = 0; k < size<2>(tS); ++k)
+            {
+                const int c = get<1>(tC(0, m, k));
+                if (c < cols_left)
+                {
+                    Tensor d = make_tensor(make_gmem_ptr(dst + c), make_layout(shape(tS(_, m, k))));
+                    cute::copy(tiled_copy, tS(_, m, k), d);
+                }
+            }
+        }
+    }
+}
+
 // Shared -> global for the output tile; rows/columns outside the sequence or head dim are not written.
 template <typename TiledCopy, typename TS, typename TD, typename TC>
 __device__ __forceinline__ void store_tile_pred(TiledCopy const& tiled_copy, TS const& tS, TD& tD, TC const& tC,

@@ -75,6 +75,37 @@ struct DropoutParams
     int64_t randval_row_stride = 0, randval_head_stride = 0, randval_batch_stride = 0;
 };
 
+// K/V cache addressing of the split-KV / batch-prefill kernels (instances with kSplit). Dense: batch b's keys start
+// at (cache_batch_idx ? cache_batch_idx[b] : b) * k_batch_stride. Paged (page_size > 0): key row j of batch b is row
+// j % page_size of page pages[j / page_size], where pages = block_table + b * block_table_batch_stride, or
+// page_indices + page_indptr[b] (SGLang's table); a page starts at page * k_batch_stride (page ids are 32-bit, the
+// products 64-bit, so pools past 65,536 pages and 2^31 elements are fine).
+struct KvCacheParams
+{
+    int32_t page_size = 0;                   // 0: dense
+    const int32_t* block_table = nullptr;    // [batch, max_pages_per_seq]
+    int64_t block_table_batch_stride = 0;
+    const int32_t* page_indptr = nullptr;    // [batch + 1]
+    const int32_t* page_indices = nullptr;   // [page_indptr[batch]]
+    const int32_t* last_page_lens = nullptr; // [batch]: seqlen_k = page_size * (pages - 1) + last_page_lens[b]
+    const int32_t* cache_batch_idx = nullptr; // [batch], dense only
+    const int32_t* seqlen_k = nullptr;       // batch mode: per-batch key count (kv cache fill), else p.seqlen_k
+};
+
+// Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
+// and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them. pack_ratio > 1 puts
+// the nhead_q / nhead_k query heads that share a KV head into the rows of one tile (row r: query r / pack_ratio of
+// head kv_head * pack_ratio + r % pack_ratio), so each CTA reads K/V once for the whole group.
+struct SplitParams
+{
+    int32_t num_splits = 1;
+    int32_t pack_ratio = 1;
+    float* lse_acc = nullptr; // [splits, batch, nhead_q, max_seqlen_q] via strides; group mode: rows from seqstart_q
+    float* o_acc   = nullptr; // [splits, batch, nhead_q, max_seqlen_q, hdim_v] via strides
+    int64_t lse_acc_split_stride = 0, lse_acc_batch_stride = 0, lse_acc_head_stride = 0;
+    int64_t o_acc_split_stride = 0, o_acc_batch_stride = 0, o_acc_head_stride = 0, o_acc_row_stride = 0;
+};
+
 struct FwdParams
 {
     const void* __restrict__ q;
@@ -106,6 +137,8 @@ struct FwdParams
     SeqParams seq;
     ScoreModParams mod;
     DropoutParams drop;
+    KvCacheParams kv;   // kSplit instances only
+    SplitParams split;  // kSplit instances only
 };
 
 } // namespace mha

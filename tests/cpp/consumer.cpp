@@ -36,6 +36,26 @@ static void run(const char* name, const std::function<void(aiter::mha_fwd_args&)
     std::printf("%s %g %s\n", name, r, aiter::mha_get_last_error());
 }
 
+// A well-formed decode call (1 query, 8 KV heads, 32 query heads) on fake buffers, edited into an invalid one.
+static void split(const char* name, const std::function<void(aiter::mha_fwd_splitkv_args&)>& edit)
+{
+    static char buf[1024] __attribute__((aligned(16)));
+    aiter::mha_fwd_splitkv_args s{};
+    s.q_ptr = s.k_ptr = s.v_ptr = buf;
+    s.o_ptr = s.lse_acc_ptr = s.o_acc_ptr = buf;
+    s.seqlen_q = 1, s.seqlen_k = 4096, s.batch = 2, s.max_seqlen_q = 1;
+    s.hdim_q = s.hdim_v = 128, s.nhead_q = 32, s.nhead_k = 8, s.num_splits = 1;
+    s.scale_s = 0.088f;
+    s.stride_q = s.stride_k = s.stride_v = s.stride_o = s.stride_o_acc = 128;
+    s.nhead_stride_q = s.nhead_stride_o = 128, s.nhead_stride_k = s.nhead_stride_v = 4096 * 128;
+    s.batch_stride_q = s.batch_stride_o = 32 * 128, s.batch_stride_k = s.batch_stride_v = 8 * 4096 * 128;
+    s.window_size_left = s.window_size_right = -1;
+    edit(s);
+    const float r = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false, mask_enum::no_mask,
+                                           bias_enum::no_bias, false);
+    std::printf("%s %g %s\n", name, r, aiter::mha_get_last_error());
+}
+
 int main(int argc, char** argv)
 {
     // Well-formed calls reach the device; the buffers here are host memory, so only run them without a GPU.
@@ -71,9 +91,19 @@ int main(int argc, char** argv)
     b.is_group_mode = true;
     const float rb = aiter::mha_bwd(b, ck_tile::stream_config{});
     std::printf("bwd_group %g %s\n", rb, aiter::mha_get_last_error());
-    aiter::mha_fwd_splitkv_args s{};
-    const float rs = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false, mask_enum::no_mask,
-                                           bias_enum::no_bias, false);
-    std::printf("splitkv %g %s\n", rs, aiter::mha_get_last_error());
+    split("splitkv_empty", [](auto& s) { s = aiter::mha_fwd_splitkv_args{}; });
+    split("splitkv_splits", [](auto& s) { s.num_splits = 129; });
+    split("splitkv_acc", [](auto& s) { s.num_splits = 4, s.o_acc_ptr = nullptr; });
+    split("splitkv_table", [](auto& s) { s.page_block_size = 16, s.block_table_ptr = nullptr; });
+    split("splitkv_cbi", [](auto& s) { s.page_block_size = 16, s.batch_stride_block_table = 8, s.block_table_ptr = s.o_ptr, s.cache_batch_idx = s.q_ptr; });
+    split("splitkv_gappy", [](auto& s) { s.is_gappy = true; });
+    split("splitkv_heads", [](auto& s) { s.nhead_k = 3; });
+
+    aiter::mha_batch_prefill_args bp{};
+    const float rp = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
+                                              bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
+    std::printf("prefill_empty %g %s\n", rp, aiter::mha_get_last_error());
+    std::printf("heuristic %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(64, 32, 8, 1, 8192),
+                aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 131072), aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 64));
     return 0;
 }

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Decode benchmark (issue 4): one query token, 32 query heads on 8 KV heads, d=128, bf16, against PyTorch SDPA.
+
+For b in {1, 16, 64} and KV length in {1k, 8k, 32k, 128k}: GB/s of K+V read (2 * b * h_k * L * d * 2 bytes / time) for
+our mha_fwd_splitkv (benchmark_mha_fwd -num_splits=0: the library's heuristic), dense and paged with pages of 16 and
+128 tokens, next to every SDPA backend on the dense case (enable_gqa) and the device's copy bandwidth
+((read + write) / time of a 1 GiB copy). Both sides are timed the same way: 5 warm-up calls, then the mean of 20
+back-to-back calls between CUDA events (no cache flush; caches of b=1 at 1k-8k fit in L2 for both).
+
+  python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd
+"""
+import argparse
+import re
+import subprocess
+
+
+def ours(exe, b, L, page):
+    cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", "-d=128", "-s=1", f"-s_k={L}", "-num_splits=0", "-v=0",
+           "-warmup=5", "-repeat=20", "-iperm=0", "-operm=0"]
+    if page:
+        cmd.append(f"-page_block_size={page}")
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    ms = re.search(r"([\d.]+) ms", out)
+    splits = re.search(r"num_splits:(\d+)", out)
+    return (float(ms.group(1)) if ms else None), (int(splits.group(1)) if splits else 1), out.strip()
+
+
+def event_time(f, warmup=5, rep=20):
+    import torch
+    for _ in range(warmup):
+        f()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(rep):
+        f()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / rep
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--exe", default="./benchmark_mha_fwd")
+    ap.add_argument("--batches", default="1,16,64")
+    ap.add_argument("--lengths", default="1024,8192,32768,131072")
+    a = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    x = torch.empty(2**30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    copy = 2 * 2**30 / event_time(lambda: y.copy_(x)) / 1e6
+    del x, y
+    print(f"# {torch.cuda.get_device_name(0)}; copy bandwidth (read + write) {copy:.0f} GB/s")
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    print(f"{'b':>3} {'L':>7} {'splits':>6} {'dense':>7} {'page16':>7} {'page128':>7} {'best sdpa':>16} "
+          f"{'dense/sdpa':>10} {'p16/dense':>9} {'dense/copy':>10}")
+    for b in map(int, a.batches.split(",")):
+        for L in map(int, a.lengths.split(",")):
+            nbytes = 2 * b * 8 * L * 128 * 2
+            q = torch.randn(b, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(b, 8, L, 128, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn_like(k)
+            best = (0.0, "-")
+            for name, be in backends.items():
+                if name == "math" and nbytes > 2**30:
+                    continue
+                try:
+                    with sdpa_kernel([be]):
+                        t = event_time(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                    best = max(best, (nbytes / t / 1e6, name))
+                except Exception:  # a backend that refuses the shape
+                    pass
+            del q, k, v
+            torch.cuda.empty_cache()
+            res = {}
+            splits = 1
+            for page in (0, 16, 128):
+                ms, sp, _ = ours(a.exe, b, L, page)
+                res[page] = nbytes / ms / 1e6 if ms else 0.0
+                if page == 0:
+                    splits = sp
+            print(f"{b:>3} {L:>7} {splits:>6} {res[0]:>7.0f} {res[16]:>7.0f} {res[128]:>7.0f} "
+                  f"{best[0]:>8.0f} ({best[1]:>5}) {res[0] / best[0] if best[0] else 0:>10.2f} "
+                  f"{res[16] / res[0] if res[0] else 0:>9.2f} {res[0] / copy:>10.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
