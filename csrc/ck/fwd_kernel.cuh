@@ -139,8 +139,12 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     Element* o_ptr        = o_base + bidh * p.o_head_stride;
     // kSplit: the query head of tile row r, and the offset of key row j inside the paged cache
     auto q_head = [&](int r) { return pack > 1 ? bidh * pack + (m_begin + r) % pack : bidh; };
-    auto page_off = [&](int j, int64_t row_stride, int64_t page_stride) {
-        return int64_t(pages[j / page_size]) * page_stride + int64_t(j % page_size) * row_stride;
+    // Paged key row n_block * kBlockN + r: its page id comes from `ids[r]` (shared memory, fetched a block ahead)
+    // or, for the first block, straight from the page table.
+    auto page_off = [&](int n_block, int r, const int* ids, int64_t row_stride, int64_t page_stride) {
+        const int j    = n_block * kBlockN + r;
+        const int page = ids != nullptr ? ids[r] : pages[j / page_size];
+        return int64_t(page) * page_stride + int64_t(j % page_size) * row_stride;
     };
 
     Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(seqlen_q, Int<kHeadDim>{}),
@@ -260,30 +264,40 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         }, m_end - m_begin, p.hdim_q);
     else
         copy_tile_pred(gmem_copy_qk, tQgQ, tQsQ, tQcQ, seqlen_q - m_begin, p.hdim_q);
-    auto load_k = [&](int n_block) {
+    // K / V block n into stage `st` (kSplit double-buffers; offsets are whole swizzle periods)
+    constexpr int kStageElems = Kt::kSmemKElems + Kt::kSmemVElems;
+    auto stage_view = [&](auto& t, int st) {
+        if constexpr (Kt::kSplit)
+            return make_tensor(t.data() + st * kStageElems, t.layout());
+        else
+            return t;
+    };
+    auto load_k = [&](int n_block, int st, const int* ids = nullptr) {
         const int rows_left = seqlen_k - n_block * kBlockN;
+        auto dst = stage_view(tKsK, st);
         if (Kt::kSplit && page_size > 0)
-            copy_rows_gather(gmem_copy_qk, tKsK, tKcK, [&](int r) {
-                return k_ptr + page_off(n_block * kBlockN + r, p.k_row_stride, p.k_batch_stride);
+            copy_rows_gather(gmem_copy_qk, dst, tKcK, [&](int r) {
+                return k_ptr + page_off(n_block, r, ids, p.k_row_stride, p.k_batch_stride);
             }, rows_left, p.hdim_q);
         else if (even_q && rows_left >= kBlockN)
-            cute::copy(gmem_copy_qk, gmem_thr_qk.partition_S(tile_k(n_block)), tKsK);
+            cute::copy(gmem_copy_qk, gmem_thr_qk.partition_S(tile_k(n_block)), dst);
         else
-            copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(tile_k(n_block)), tKsK, tKcK, rows_left, p.hdim_q);
+            copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(tile_k(n_block)), dst, tKcK, rows_left, p.hdim_q);
     };
-    auto load_v = [&](int n_block) {
+    auto load_v = [&](int n_block, int st, const int* ids = nullptr) {
         const int rows_left = seqlen_k - n_block * kBlockN;
+        auto dst = stage_view(tVsV, st);
         if (Kt::kSplit && page_size > 0)
-            copy_rows_gather(gmem_copy_v, tVsV, tVcV, [&](int r) {
-                return v_ptr + page_off(n_block * kBlockN + r, p.v_row_stride, p.v_batch_stride);
+            copy_rows_gather(gmem_copy_v, dst, tVcV, [&](int r) {
+                return v_ptr + page_off(n_block, r, ids, p.v_row_stride, p.v_batch_stride);
             }, rows_left, p.hdim_v);
         else if (even_v && rows_left >= kBlockN)
-            cute::copy(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), tVsV);
+            cute::copy(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), dst);
         else
-            copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), tVsV, tVcV, rows_left, p.hdim_v);
+            copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), dst, tVcV, rows_left, p.hdim_v);
     };
     if (n_first >= n_lo)
-        load_k(n_first);
+        load_k(n_first, 0);
     cute::cp_async_fence();
 
     clear(acc_o);
@@ -291,16 +305,9 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     OnlineSoftmax<kRows> softmax;
     Tensor o_rc = make_tensor(acc_o.data(), acc_rowcol_layout(acc_o.layout()));
 
-    auto iteration = [&](int n_block) {
-        Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{}); // (MMA, MMA_M, MMA_N)
-        clear(acc_s);
-        cute::cp_async_wait<0>();
-        __syncthreads(); // K[n] landed; every warp finished reading V of the previous block
-        load_v(n_block);
-        cute::cp_async_fence();
-
-        gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q, smem_thr_k);
-
+    // S += Q K[n]^T into a cleared acc_s from the K tile in `tSsK_n`, score modifiers, then the mask.
+    auto score = [&](auto& acc_s, int n_block, auto const& tSsK_n) {
+        gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK_n, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q, smem_thr_k);
         const int n_begin = n_block * kBlockN;
         if constexpr (Kt::kFull)
             mods.apply(acc_s, tScS, m_begin, n_begin);
@@ -334,16 +341,11 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 }
             }
         }
+    };
 
-        cute::cp_async_wait<0>();
-        __syncthreads(); // V[n] landed; every warp finished reading K[n]
-        const int n_next = next_block(n_block);
-        if (n_next >= n_lo)
-        {
-            load_k(n_next);
-            cute::cp_async_fence();
-        }
-
+    // Online softmax on S, dropout, then O += P V[n] with V from `tOsVt_n`. The prefill loop below spells the same
+    // steps out inline: through this lambda ptxas spills twice as much there (d128 128x48: 80 vs 40 B).
+    auto update = [&](auto& acc_s, int n_block, auto const& tOsVt_n) {
         Tensor s_rc = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
         softmax.update(s_rc, o_rc, softmax_scale_log2);
         if constexpr (Kt::kFull)
@@ -351,22 +353,102 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             if (has_dropout)
             {
                 Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
-                dropout.apply(s_rc, c_rc, m_begin, n_begin);
+                dropout.apply(s_rc, c_rc, m_begin, n_block * kBlockN);
             }
         }
-
         // P in the A-operand layout, converted to the input type without leaving registers
         Tensor tOrP = make_tensor_like<Element>(acc_s);
         CUTE_UNROLL
         for (int i = 0; i < size(acc_s); ++i)
             tOrP(i) = static_cast<Element>(acc_s(i));
         Tensor tOrP_a = make_tensor(tOrP.data(), acc_to_a_operand_layout(tOrP.layout()));
-        gemm_reg_smem(acc_o, tOrP_a, tOrVt, tOsVt, tiled_mma, smem_copy_v, smem_thr_v);
+        gemm_reg_smem(acc_o, tOrP_a, tOrVt, tOsVt_n, tiled_mma, smem_copy_v, smem_thr_v);
     };
 
-    // One call site, so the body is always inlined (a non-inlined body would put acc_o in local memory).
-    for (int n = n_first; n >= n_lo; n = next_block(n))
-        iteration(n);
+    if constexpr (!Kt::kSplit)
+    {
+        // Compute-bound prefill: one K and one V buffer. V[n] loads during S = Q K[n]^T, K[next] during the
+        // softmax and O += P V[n]. One call site each, so the bodies are always inlined (a non-inlined body would
+        // put acc_o in local memory).
+        for (int n = n_first; n >= n_lo; n = next_block(n))
+        {
+            Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{}); // (MMA, M, N)
+            clear(acc_s);
+            cute::cp_async_wait<0>();
+            __syncthreads(); // K[n] landed; every warp finished reading V of the previous block
+            load_v(n, 0);
+            cute::cp_async_fence();
+            score(acc_s, n, tSsK);
+            cute::cp_async_wait<0>();
+            __syncthreads(); // V[n] landed; every warp finished reading K[n]
+            const int n_next = next_block(n);
+            if (n_next >= n_lo)
+            {
+                load_k(n_next, 0);
+                cute::cp_async_fence();
+            }
+            Tensor s_rc = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
+            softmax.update(s_rc, o_rc, softmax_scale_log2);
+            if constexpr (Kt::kFull)
+            {
+                if (has_dropout)
+                {
+                    Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
+                    dropout.apply(s_rc, c_rc, m_begin, n * kBlockN);
+                }
+            }
+            Tensor tOrP = make_tensor_like<Element>(acc_s);
+            CUTE_UNROLL
+            for (int i = 0; i < size(acc_s); ++i)
+                tOrP(i) = static_cast<Element>(acc_s(i));
+            Tensor tOrP_a = make_tensor(tOrP.data(), acc_to_a_operand_layout(tOrP.layout()));
+            gemm_reg_smem(acc_o, tOrP_a, tOrVt, tOsVt, tiled_mma, smem_copy_v, smem_thr_v);
+        }
+    }
+    else
+    {
+        // Memory-bound decode: two K/V stages. Block `next` (K and V) streams in while block n computes, so a
+        // whole block pair is always in flight. Paged: the page ids of the block after that are fetched into shared
+        // memory during the compute, so issuing a block's loads never waits on the page table.
+        int* s_ids = reinterpret_cast<int*>(smem_raw + Kt::kSmemBytes - Kt::kSmemPageIdBytes); // [2][kBlockN]
+        auto fetch_ids = [&](int n_block) { // this thread's row of block n_block (0 past the keys)
+            const int j = n_block * kBlockN + tidx;
+            return n_block >= n_lo && tidx < kBlockN && j < seqlen_k ? pages[j / page_size] : 0;
+        };
+        int slot = 0; // s_ids[slot] holds the ids of the next block to load
+        if (n_first >= n_lo)
+        {
+            load_v(n_first, 0);
+            cute::cp_async_fence();
+            if (page_size > 0 && tidx < kBlockN)
+                s_ids[tidx] = fetch_ids(next_block(n_first));
+        }
+        int stage = 0;
+        for (int n = n_first; n >= n_lo; n = next_block(n))
+        {
+            Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{}); // (MMA, M, N)
+            clear(acc_s);
+            cute::cp_async_wait<0>();
+            __syncthreads(); // block n landed in `stage`; every warp finished reading the other stage and ids
+            const int n_next = next_block(n);
+            int id_after = 0;
+            if (n_next >= n_lo)
+            {
+                const int* ids = page_size > 0 ? s_ids + slot * kBlockN : nullptr;
+                load_k(n_next, stage ^ 1, ids);
+                load_v(n_next, stage ^ 1, ids);
+                cute::cp_async_fence();
+                if (page_size > 0)
+                    id_after = fetch_ids(next_block(n_next)); // used after the compute below
+            }
+            score(acc_s, n, stage_view(tSsK, stage));
+            update(acc_s, n, stage_view(tOsVt, stage));
+            if (page_size > 0 && tidx < kBlockN)
+                s_ids[(slot ^ 1) * kBlockN + tidx] = id_after;
+            slot ^= 1;
+            stage ^= 1;
+        }
+    }
 
     // ---- epilogue: normalise, LSE, O through shared memory with 16 B stores ----
     float lse[kRows];

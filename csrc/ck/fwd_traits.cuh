@@ -70,6 +70,7 @@ struct FwdKernelTraits
     static_assert(kHeadDim % 32 == 0 && kHeadDimV % 32 == 0, "instance head dims must be multiples of 32");
     static_assert(kBlockM % (16 * kNWarps) == 0, "kBlockM must tile the warps' 16-row MMAs");
     static_assert(kBlockN % 16 == 0);
+    static_assert(!kSplit || kNWarps * 32 >= kBlockN, "split-KV fetches one page id per thread");
 
     using MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
                                        MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
@@ -93,7 +94,11 @@ struct FwdKernelTraits
     static constexpr int kSmemQOElems = kBlockM * (kHeadDim > kHeadDimV ? kHeadDim : kHeadDimV);
     static constexpr int kSmemKElems  = kBlockN * kHeadDim;
     static constexpr int kSmemVElems  = kBlockN * kHeadDimV;
-    static constexpr int kSmemBytes   = (kSmemQOElems + kSmemKElems + kSmemVElems) * int(sizeof(Element));
+    // split-KV instances keep two K/V stages (Q | K0 | V0 | K1 | V1)
+    static constexpr int kKvStages    = kSplit ? 2 : 1;
+    static constexpr int kSmemPageIdBytes = kSplit ? 2 * kBlockN * 4 : 0; // page ids of the next block, 2 slots
+    static constexpr int kSmemBytes = (kSmemQOElems + kKvStages * (kSmemKElems + kSmemVElems)) * int(sizeof(Element)) +
+                                      kSmemPageIdBytes;
 
     using SmemCopyAtom           = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
     using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
