@@ -280,12 +280,14 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
                                                              bool has_sink = false);
 
 // Not in AITER: the split count mha_fwd_splitkv uses for num_splits = 0, so a caller can size lse_acc / o_acc
-// ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32). 1 when the grid already fills the GPU. Otherwise the
-// fewest splits whose last wave of CTAs (two resident per SM) is at least 85% as full as the best split count's.
-// Worked numbers on an H200 (132 SMs, 264 slots), decode with seqlen_q = 1, 32 query heads on 8 KV heads (packed:
-// one CTA per KV head): b=1, 128k keys -> 8 CTAs per split -> 29 splits (232 CTAs, 88% of a wave); b=16, 8k keys ->
-// 128 CTAs -> 2 splits (256 CTAs, 97%); b=64 -> 512 CTAs >= 80% of 264 slots -> 1 split (no combine pass).
-// bias_type != 0 turns head packing off (one CTA per query head).
+// ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32). 1 when the grid already fills 80% of the GPU's CTA
+// slots; otherwise the fewest splits whose last wave is at least 85% as full as the best split count's (split counts
+// that leave the key blocks per split unchanged are skipped). Query heads sharing a KV head are packed into one CTA
+// (unless bias_type != 0); up to 16 packed rows run on the decode tile (32-key blocks, counted as 5 CTAs per SM).
+// Worked numbers on an H200 (132 SMs, 660 decode slots), decode with seqlen_q = 1 and 32 query heads on 8 KV heads
+// (one CTA per KV head and split): b=1, 128k keys -> 8 CTAs per split -> 70 splits (560 CTAs, 85% of a wave);
+// b=16, 8k keys -> 128 CTAs -> 5 splits (640 CTAs, 97%); b=64 -> 512 CTAs, 78% of a wave -> 5 splits (3.9 waves);
+// b=128 -> 1024 CTAs -> 1 split (no combine pass).
 __attribute__((visibility("default"))) int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k,
                                                                       int max_seqlen_q, int max_seqlen_k,
                                                                       int bias_type = 0);

@@ -25,6 +25,17 @@ constexpr int kMaxKvRowStride = 1 << 24; // 127 rows * stride + hdim fits the ke
 
 std::string str(long long v) { return std::to_string(v); }
 
+// splitkv_tiles in csrc/codegen/generate.py: a 16-row decode tile with 32-key blocks (five or six CTAs per SM) and a
+// 64 x 64 prefill tile (two per SM).
+constexpr int kDecodeBlockM = 16, kPrefillBlockM = 64, kDecodeBlockN = 32, kPrefillBlockN = 64;
+constexpr int kDecodeCtasPerSm = 5, kPrefillCtasPerSm = 2;
+constexpr int kMaxSplits    = 128;
+
+int split_block_m(int64_t rows) { return rows <= kDecodeBlockM ? kDecodeBlockM : kPrefillBlockM; }
+
+// Query heads of one KV head share a tile when nothing per-head touches the scores.
+int pack_ratio(int nhead_q, int nhead_k, int bias_type) { return bias_type == 0 ? nhead_q / nhead_k : 1; }
+
 bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; }
 
 // Features the API accepts but no kernel implements yet: a reason string, or "" when the call is in scope.
@@ -283,15 +294,16 @@ bool arch_built(int cc)
 // The instance of `family` that serves the call: the cheapest one whose head dims cover both of the call's, of the
 // right variant. `missing` gets a reason when that instance is known to the generator but not built, or when no
 // instance covers the call at all.
+// split_block_m: split-KV instances only, the tile height wanted (16 decode, 64 prefill).
 const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v, bool full, std::string& missing,
-                                 bool split = false)
+                                 bool split = false, int split_block_m = 0)
 {
     const FwdInstance* best = nullptr;
     for (int i = 0; i < kNumFwdInstances; ++i)
     {
         const FwdInstance& in = kFwdInstances[i];
         if (in.family == family && in.dtype == dt && (split || in.full == full) && in.split == split &&
-            in.hdim >= hdim_q && in.hdim_v >= hdim_v &&
+            (!split || in.block_m == split_block_m) && in.hdim >= hdim_q && in.hdim_v >= hdim_v &&
             (!best || in.hdim + in.hdim_v < best->hdim + best->hdim_v))
             best = &in;
     }
@@ -386,6 +398,31 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
     }
 
     std::string missing;
+    // Decode shapes (the query heads of a KV head packed into <= 16 rows) run on the split-KV decode tile with one
+    // split: K and V are read once per KV head instead of once per query head. Per-head score terms (bias, ALiBi,
+    // sink logits) and dropout keep the prefill kernel.
+    const int pack = pack_ratio(args.nhead_q, args.nhead_k, args.bias_type);
+    const int max_q = args.is_group_mode ? args.max_seqlen_q : args.seqlen_q;
+    if (pack > 1 && !has_dropout(args) && !(args.has_sink && args.sink_ptr) && !args.v3_api_check &&
+        int64_t(max_q) * pack <= kDecodeBlockM)
+    {
+        std::string ignored;
+        if (const FwdInstance* dec = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, true, ignored, true,
+                                                   kDecodeBlockM))
+        {
+            int cc = 0;
+            if (current_cc(cc).empty() && arch_built(cc))
+            {
+                mha_set_last_kernel_name(dec->name);
+                if (nothing_to_do)
+                    return 0.f;
+                FwdParams p = make_params(args);
+                p.split.num_splits = 1;
+                p.split.pack_ratio = pack;
+                return launch_and_time(s, dec->name, [&] { return dec->launch(p, s.stream_id_); });
+            }
+        }
+    }
     const FwdInstance* in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, needs_full(args), missing);
     if (in == nullptr)
         return fail("mha_fwd: no ck forward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
@@ -416,9 +453,6 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
 namespace mha {
 namespace {
 
-constexpr int kSplitBlockM = 64, kSplitBlockN = 64; // CK_SPLITKV_TILE in csrc/codegen/generate.py
-constexpr int kMaxSplits   = 128;
-
 int sm_count()
 {
     int dev = 0, sms = 0;
@@ -428,15 +462,13 @@ int sm_count()
     return sms;
 }
 
-// Query heads of one KV head share a tile when nothing per-head touches the scores.
-int pack_ratio(int nhead_q, int nhead_k, int bias_type) { return bias_type == 0 ? nhead_q / nhead_k : 1; }
 
 // FlashAttention-2's rule, restated for our CTAs: with `ctas` CTAs per split and two CTAs resident per SM, pick the
 // fewest splits whose last wave is at least 85% as full as the best choice's; splits that give the same number of
 // key blocks per split as one split fewer are skipped.
-int splits_heuristic(int ctas, int n_blocks, int sms)
+int splits_heuristic(int ctas, int n_blocks, int sms, int ctas_per_sm)
 {
-    const int slots = 2 * sms;
+    const int slots = ctas_per_sm * sms;
     if (ctas >= slots * 4 / 5 || n_blocks <= 1)
         return 1;
     const int max_splits = std::min({kMaxSplits, n_blocks, slots});
@@ -461,10 +493,14 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     if (batch < 1 || nhead_q < 1 || nhead_k < 1 || nhead_q % nhead_k || max_seqlen_q < 1 || max_seqlen_k < 1)
         return 1;
     const int pack  = pack_ratio(nhead_q, nhead_k, bias_type);
-    const int64_t m_blocks = (int64_t(max_seqlen_q) * pack + kSplitBlockM - 1) / kSplitBlockM;
-    const int64_t ctas = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * m_blocks;
-    const int n_blocks = (max_seqlen_k + kSplitBlockN - 1) / kSplitBlockN;
-    return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sm_count());
+    const int64_t rows = int64_t(max_seqlen_q) * pack;
+    const int bm = split_block_m(rows);
+    const int64_t ctas = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * ((rows + bm - 1) / bm);
+    const bool decode = bm == kDecodeBlockM;
+    const int bn = decode ? kDecodeBlockN : kPrefillBlockN;
+    const int n_blocks = (max_seqlen_k + bn - 1) / bn;
+    return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sm_count(),
+                            decode ? kDecodeCtasPerSm : kPrefillCtasPerSm);
 }
 
 // The forward arguments a split-KV call corresponds to (K/V strides keep their meaning inside a page).
@@ -534,7 +570,10 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
         return fail(who + ": invalid argument: batch * num_splits must be <= " + str(kMaxGridYZ) + ", got " +
                     str(int64_t(p.batch) * p.split.num_splits));
     std::string missing;
-    const FwdInstance* in = find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, true, missing, true);
+    const int max_q = f.is_group_mode ? f.max_seqlen_q : f.seqlen_q;
+    const int bm = split_block_m(int64_t(max_q) * p.split.pack_ratio);
+    const FwdInstance* in = find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, true, missing, true,
+                                          bm);
     if (in == nullptr)
         return fail(who + ": no split-KV kernel for dtype=" + f.data_type + " hdim_q=" + str(f.hdim_q) +
                     " hdim_v=" + str(f.hdim_v) + ": " + missing);

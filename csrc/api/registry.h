@@ -25,6 +25,7 @@ struct FwdInstance
     int hdim_v;
     bool full;                // also implements soft-cap, bias, ALiBi, sinks and dropout
     bool split;               // split-KV / paged-KV kernel (mha_fwd_splitkv, mha_batch_prefill)
+    int block_m;              // query rows per CTA (split-KV: 16 = decode tile, 64 = prefill tile)
     const char* name;         // kernel name printed by -kname / log_level_
     const char* compile_hint; // compile.py options that build this instance
     FwdLaunchFn launch;       // nullptr: not in this build

@@ -411,17 +411,32 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         // whole block pair is always in flight. Paged: the page ids of the block after that are fetched into shared
         // memory during the compute, so issuing a block's loads never waits on the page table.
         int* s_ids = reinterpret_cast<int*>(smem_raw + Kt::kSmemBytes - Kt::kSmemPageIdBytes); // [2][kBlockN]
-        auto fetch_ids = [&](int n_block) { // this thread's row of block n_block (0 past the keys)
-            const int j = n_block * kBlockN + tidx;
-            return n_block >= n_lo && tidx < kBlockN && j < seqlen_k ? pages[j / page_size] : 0;
+        constexpr int kIdsPerThread = (kBlockN + Kt::kNThreads - 1) / Kt::kNThreads;
+        int ids_next[kIdsPerThread]; // page ids of rows tidx + i * kNThreads of a block (0 past the keys)
+        auto fetch_ids = [&](int n_block) {
+            CUTE_UNROLL
+            for (int i = 0; i < kIdsPerThread; ++i)
+            {
+                const int r = tidx + i * Kt::kNThreads, j = n_block * kBlockN + r;
+                ids_next[i] = n_block >= n_lo && r < kBlockN && j < seqlen_k ? pages[j / page_size] : 0;
+            }
+        };
+        auto store_ids = [&](int slot) {
+            CUTE_UNROLL
+            for (int i = 0; i < kIdsPerThread; ++i)
+                if (tidx + i * Kt::kNThreads < kBlockN)
+                    s_ids[slot * kBlockN + tidx + i * Kt::kNThreads] = ids_next[i];
         };
         int slot = 0; // s_ids[slot] holds the ids of the next block to load
         if (n_first >= n_lo)
         {
             load_v(n_first, 0);
             cute::cp_async_fence();
-            if (page_size > 0 && tidx < kBlockN)
-                s_ids[tidx] = fetch_ids(next_block(n_first));
+            if (page_size > 0)
+            {
+                fetch_ids(next_block(n_first));
+                store_ids(0);
+            }
         }
         int stage = 0;
         for (int n = n_first; n >= n_lo; n = next_block(n))
@@ -431,7 +446,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             cute::cp_async_wait<0>();
             __syncthreads(); // block n landed in `stage`; every warp finished reading the other stage and ids
             const int n_next = next_block(n);
-            int id_after = 0;
             if (n_next >= n_lo)
             {
                 const int* ids = page_size > 0 ? s_ids + slot * kBlockN : nullptr;
@@ -439,12 +453,12 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 load_v(n_next, stage ^ 1, ids);
                 cute::cp_async_fence();
                 if (page_size > 0)
-                    id_after = fetch_ids(next_block(n_next)); // used after the compute below
+                    fetch_ids(next_block(n_next)); // in flight during the compute below
             }
             score(acc_s, n, stage_view(tSsK, stage));
             update(acc_s, n, stage_view(tOsVt, stage));
-            if (page_size > 0 && tidx < kBlockN)
-                s_ids[(slot ^ 1) * kBlockN + tidx] = id_after;
+            if (page_size > 0 && n_next >= n_lo)
+                store_ids(slot ^ 1);
             slot ^= 1;
             stage ^= 1;
         }

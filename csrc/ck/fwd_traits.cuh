@@ -70,7 +70,6 @@ struct FwdKernelTraits
     static_assert(kHeadDim % 32 == 0 && kHeadDimV % 32 == 0, "instance head dims must be multiples of 32");
     static_assert(kBlockM % (16 * kNWarps) == 0, "kBlockM must tile the warps' 16-row MMAs");
     static_assert(kBlockN % 16 == 0);
-    static_assert(!kSplit || kNWarps * 32 >= kBlockN, "split-KV fetches one page id per thread");
 
     using MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
                                        MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,

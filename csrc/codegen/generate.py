@@ -44,9 +44,14 @@ CK_FWD_TILES = {
 for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
     _dims, _tile = _item.split("=")
     CK_FWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
-# Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), one per head-dim pair, "full" only: decode is
-# memory-bound, so 64-row tiles (room for a packed GQA group) and every feature in one kernel cost nothing there.
-CK_SPLITKV_TILE = (64, 64, 4)
+# Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), "full" only, two per head-dim pair:
+# - decode: 16 rows (one query of a packed GQA group of up to 16 heads, or a few speculative tokens) and one warp,
+#   so the tensor cores and shared memory do 16 rows of work per K/V byte instead of 64; 32-key blocks (16 above
+#   hdim 128) keep one warp's copies and registers spill-free, and 5-6 CTAs per SM keep ~90 KB of K/V in flight
+#   (two stages each).
+# - prefill: 64 x 64 with 4 warps, for batch prefill and split-KV calls with many query rows.
+def splitkv_tiles(hdim: int, hdim_v: int) -> list[tuple[int, int, int]]:
+    return [(16, 32 if max(hdim, hdim_v) <= 128 else 16, 1), (64, 64, 4)]
 # "plain" serves calls without soft-cap, bias, ALiBi, sinks or dropout; "full" serves every call.
 VARIANTS = ("plain", "full")
 
@@ -81,7 +86,8 @@ class Instance:
 
     @property
     def fn(self) -> str:
-        return f"launch_{self.api}_{self.family}_{self.dtype}_d{self.hdim}_dv{self.hdim_v}_{self.variant}"
+        return (f"launch_{self.api}_{self.family}_{self.dtype}_d{self.hdim}_dv{self.hdim_v}_m{self.block_m}"
+                f"_{self.variant}")
 
     @property
     def compile_hint(self) -> str:
@@ -95,7 +101,8 @@ def all_instances() -> list[Instance]:
             for variant in VARIANTS:
                 out.append(Instance("fwd", "ck", dtype, hq, hv, bm, bn, w, variant))
         for (hq, hv) in CK_FWD_TILES:
-            out.append(Instance("fwd_splitkv", "ck", dtype, hq, hv, *CK_SPLITKV_TILE, "full"))
+            for tile in splitkv_tiles(hq, hv):
+                out.append(Instance("fwd_splitkv", "ck", dtype, hq, hv, *tile, "full"))
     return out
 
 
@@ -159,10 +166,10 @@ def fwd_table_source(instances, built, archs) -> str:
         fn = f"&mha::gen::{i.fn}" if i in built else "nullptr"
         full = "true" if i.variant == "full" else "false"
         split = "true" if i.api == "fwd_splitkv" else "false"
-        lines.append(f'    {{{fam[i.family]}, {ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {full}, {split}, "{i.name}", '
-                     f'"{i.compile_hint}", {fn}}},')
+        lines.append(f'    {{{fam[i.family]}, {ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {full}, {split}, {i.block_m}, '
+                     f'"{i.name}", "{i.compile_hint}", {fn}}},')
     if not fwd:
-        lines.append('    {Family::ck, DType::bf16, 0, 0, false, false, "none", "", nullptr},')
+        lines.append('    {Family::ck, DType::bf16, 0, 0, false, false, 0, "none", "", nullptr},')
     lines.append("};")
     lines.append(f"const int kNumFwdInstances = {len(fwd)};")
     ccs = ", ".join(str(ARCHS[a][1]) for a in archs)

@@ -103,7 +103,7 @@ int main(int argc, char** argv)
     const float rp = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
                                               bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
     std::printf("prefill_empty %g %s\n", rp, aiter::mha_get_last_error());
-    std::printf("heuristic %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(64, 32, 8, 1, 8192),
+    std::printf("heuristic %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(128, 32, 8, 1, 8192),
                 aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 131072), aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 64));
     return 0;
 }
