@@ -22,14 +22,21 @@ def test_instance_names_are_unique_and_complete():
     dims = {(32, 32), (64, 64), (96, 96), (128, 128), (160, 160), (192, 128), (192, 192), (256, 256)}
     assert {(i.dtype, i.hdim, i.hdim_v, i.variant) for i in inst if i.api == "fwd"} == {
         (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "full")}
+    # split-KV: a decode (16-row, one warp) and a prefill (64-row) tile per head-dim pair, full variant
+    assert {(i.dtype, i.hdim, i.hdim_v, i.block_m) for i in inst if i.api == "fwd_splitkv"} == {
+        (d, q, v, m) for d in ("fp16", "bf16") for (q, v) in dims for m in (16, 64)}
+    assert {i.variant for i in inst if i.api == "fwd_splitkv"} == {"full"}
 
 
 def test_filters_select_the_expected_instances():
     inst = gen.all_instances()
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
         "fmha_fwd_ck_bf16_d128_b128x48_w4_plain"]
-    assert len(gen.select(inst, None, None, ["192"], "")) == 8  # 192/128 and 192/192, 2 dtypes x 2 variants
-    assert len(gen.select(inst, None, None, ["192x128"], "*fp16*")) == 2
+    # 192/128 and 192/192 x 2 dtypes: fwd plain + full, split-KV decode + prefill
+    assert len(gen.select(inst, None, None, ["192"], "")) == 16
+    assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 2
+    # batch_prefill runs on the split-KV instances
+    assert {i.api for i in gen.select(inst, ["batch_prefill"], ["bf16"], ["128"], "")} == {"fwd_splitkv"}
     assert gen.select(inst, ["bwd"], None, None, "") == []
 
 
@@ -38,7 +45,7 @@ def test_table_keeps_unbuilt_rows_with_a_hint():
     chosen = gen.select(inst, ["fwd"], ["bf16"], ["128x128"], "", ["plain"])
     text = gen.fwd_table_source(inst, chosen, ["sm_90a"])
     assert text.count("nullptr") == len(inst) - 1  # every other known instance is listed, not built
-    assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_plain" in text
+    assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain" in text
     assert '"--api fwd --dtypes fp16 --hdims 64x64 --variants full"' in text
     assert '"sm_90a", kArchCcs, 1' in text
 
@@ -56,7 +63,7 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 1 selected of 32 known" in r.stdout
+    assert "instances: 1 selected of 64 known" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
 

@@ -139,12 +139,13 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     Element* o_ptr        = o_base + bidh * p.o_head_stride;
     // kSplit: the query head of tile row r, and the offset of key row j inside the paged cache
     auto q_head = [&](int r) { return pack > 1 ? bidh * pack + (m_begin + r) % pack : bidh; };
-    // Paged key row n_block * kBlockN + r: its page id comes from `ids[r]` (shared memory, fetched a block ahead)
-    // or, for the first block, straight from the page table.
+    // Paged key row n_block * kBlockN + r: its page id and row inside the page come from ids[r] / ids[kBlockN + r]
+    // (shared memory, prepared a block ahead, so no division here) or, for the first block, from the page table.
     auto page_off = [&](int n_block, int r, const int* ids, int64_t row_stride, int64_t page_stride) {
-        const int j    = n_block * kBlockN + r;
-        const int page = ids != nullptr ? ids[r] : pages[j / page_size];
-        return int64_t(page) * page_stride + int64_t(j % page_size) * row_stride;
+        if (ids != nullptr)
+            return int64_t(ids[r]) * page_stride + int64_t(ids[kBlockN + r]) * row_stride;
+        const int j = n_block * kBlockN + r;
+        return int64_t(pages[j / page_size]) * page_stride + int64_t(j % page_size) * row_stride;
     };
 
     Tensor mQ = make_tensor(make_gmem_ptr(q_ptr), make_shape(seqlen_q, Int<kHeadDim>{}),
@@ -410,22 +411,31 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         // Memory-bound decode: two K/V stages. Block `next` (K and V) streams in while block n computes, so a
         // whole block pair is always in flight. Paged: the page ids of the block after that are fetched into shared
         // memory during the compute, so issuing a block's loads never waits on the page table.
-        int* s_ids = reinterpret_cast<int*>(smem_raw + Kt::kSmemBytes - Kt::kSmemPageIdBytes); // [2][kBlockN]
+        // [2 slots][page ids | rows inside the page][kBlockN]
+        int* s_ids = reinterpret_cast<int*>(smem_raw + Kt::kSmemBytes - Kt::kSmemPageIdBytes);
         constexpr int kIdsPerThread = (kBlockN + Kt::kNThreads - 1) / Kt::kNThreads;
-        int ids_next[kIdsPerThread]; // page ids of rows tidx + i * kNThreads of a block (0 past the keys)
+        int ids_next[kIdsPerThread], rows_next[kIdsPerThread]; // rows tidx + i * kNThreads of a block
         auto fetch_ids = [&](int n_block) {
             CUTE_UNROLL
             for (int i = 0; i < kIdsPerThread; ++i)
             {
                 const int r = tidx + i * Kt::kNThreads, j = n_block * kBlockN + r;
-                ids_next[i] = n_block >= n_lo && r < kBlockN && j < seqlen_k ? pages[j / page_size] : 0;
+                const bool ok = n_block >= n_lo && r < kBlockN && j < seqlen_k;
+                ids_next[i]  = ok ? pages[j / page_size] : 0;
+                rows_next[i] = ok ? j % page_size : 0;
             }
         };
         auto store_ids = [&](int slot) {
             CUTE_UNROLL
             for (int i = 0; i < kIdsPerThread; ++i)
-                if (tidx + i * Kt::kNThreads < kBlockN)
-                    s_ids[slot * kBlockN + tidx + i * Kt::kNThreads] = ids_next[i];
+            {
+                const int r = tidx + i * Kt::kNThreads;
+                if (r < kBlockN)
+                {
+                    s_ids[slot * 2 * kBlockN + r]           = ids_next[i];
+                    s_ids[slot * 2 * kBlockN + kBlockN + r] = rows_next[i];
+                }
+            }
         };
         int slot = 0; // s_ids[slot] holds the ids of the next block to load
         if (n_first >= n_lo)
@@ -448,7 +458,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             const int n_next = next_block(n);
             if (n_next >= n_lo)
             {
-                const int* ids = page_size > 0 ? s_ids + slot * kBlockN : nullptr;
+                const int* ids = page_size > 0 ? s_ids + slot * 2 * kBlockN : nullptr;
                 load_k(n_next, stage ^ 1, ids);
                 load_v(n_next, stage ^ 1, ids);
                 cute::cp_async_fence();

@@ -95,7 +95,8 @@ struct FwdKernelTraits
     static constexpr int kSmemVElems  = kBlockN * kHeadDimV;
     // split-KV instances keep two K/V stages (Q | K0 | V0 | K1 | V1)
     static constexpr int kKvStages    = kSplit ? 2 : 1;
-    static constexpr int kSmemPageIdBytes = kSplit ? 2 * kBlockN * 4 : 0; // page ids of the next block, 2 slots
+    // split-KV, paged: page id and row inside the page of every key of the next block, two slots
+    static constexpr int kSmemPageIdBytes = kSplit ? 2 * 2 * kBlockN * 4 : 0;
     static constexpr int kSmemBytes = (kSmemQOElems + kKvStages * (kSmemKElems + kSmemVElems)) * int(sizeof(Element)) +
                                       kSmemPageIdBytes;
 

@@ -1,0 +1,271 @@
+// GPU check of the paged entry points against the (validated) dense forward on the same data:
+//   prefill  mha_batch_prefill (SGLang page table) vs mha_fwd in group mode, with GQA, masks, soft-cap and dropout
+//   bigpool  mha_fwd_splitkv over a pool of 140,000 pages (block ids > 65,535, > 2^31 elements per cache) vs mha_fwd
+//            on the same keys gathered densely
+// Prints "<case> max_err=<e> lse_err=<e> ok|FAIL" per case and exits non-zero on any failure.
+#include "mha_fwd.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#define CHECK(x)                                                                                                     \
+    do                                                                                                               \
+    {                                                                                                                \
+        cudaError_t e_ = (x);                                                                                        \
+        if (e_ != cudaSuccess)                                                                                       \
+        {                                                                                                            \
+            std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                   \
+            std::exit(2);                                                                                            \
+        }                                                                                                            \
+    } while (0)
+
+using bf16 = __nv_bfloat16;
+
+template <typename T>
+T* upload(const std::vector<T>& v)
+{
+    T* p = nullptr;
+    CHECK(cudaMalloc(&p, std::max<size_t>(sizeof(T) * v.size(), 16)));
+    if (!v.empty())
+        CHECK(cudaMemcpy(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice));
+    return p;
+}
+
+template <typename T>
+std::vector<T> download(const T* p, size_t n)
+{
+    std::vector<T> v(n);
+    CHECK(cudaMemcpy(v.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost));
+    return v;
+}
+
+std::vector<bf16> random_bf16(size_t n, std::mt19937& g)
+{
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    std::vector<bf16> v(n);
+    for (auto& x : v)
+        x = __float2bfloat16(d(g));
+    return v;
+}
+
+bool compare(const char* name, const std::vector<bf16>& a, const std::vector<bf16>& b, const std::vector<float>& la,
+             const std::vector<float>& lb)
+{
+    double err = 0, lerr = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        err = std::max(err, double(std::fabs(__bfloat162float(a[i]) - __bfloat162float(b[i]))));
+    for (size_t i = 0; i < la.size(); ++i)
+        if (!(std::isinf(la[i]) && la[i] == lb[i]))
+            lerr = std::max(lerr, double(std::fabs(la[i] - lb[i])));
+    const bool ok = err <= 1e-2 && lerr <= 1e-3 && std::isfinite(err) && std::isfinite(lerr);
+    std::printf("%s max_err=%.3g lse_err=%.3g %s\n", name, err, lerr, ok ? "ok" : "FAIL");
+    return ok;
+}
+
+// Group-mode Q/O [total_q, h, d]; keys of batch b: dense rows seqstart_k[b].. of [total_k, h_k, d], or pages.
+bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, int h, int hk, int d, int page,
+                  int mask_type, int wl, int wr, float softcap, float p_drop, uint32_t seed)
+{
+    std::mt19937 g(seed);
+    const int b = int(sq.size());
+    std::vector<int> qs(b + 1, 0), ks(b + 1, 0);
+    for (int i = 0; i < b; ++i)
+        qs[i + 1] = qs[i] + sq[i], ks[i + 1] = ks[i] + sk[i];
+    const int tq = qs[b], tk = ks[b], max_q = *std::max_element(sq.begin(), sq.end());
+    const int max_k = *std::max_element(sk.begin(), sk.end());
+    auto q = random_bf16(size_t(tq) * h * d, g), k = random_bf16(size_t(tk) * hk * d, g),
+         v = random_bf16(size_t(tk) * hk * d, g);
+
+    // pages: batch b's keys fill pages indptr[b] .. indptr[b+1] in order; page ids are a shuffled pool
+    std::vector<int> indptr(b + 1, 0), last(b);
+    for (int i = 0; i < b; ++i)
+    {
+        const int n = std::max(1, (sk[i] + page - 1) / page);
+        indptr[i + 1] = indptr[i] + n;
+        last[i] = sk[i] - (n - 1) * page;
+    }
+    const int pool = indptr[b] + 3;
+    std::vector<int> ids(pool);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), g);
+    ids.resize(indptr[b]);
+    const size_t page_elems = size_t(page) * hk * d;
+    std::vector<bf16> kc(pool * page_elems, __float2bfloat16(NAN)), vc(pool * page_elems, __float2bfloat16(NAN));
+    for (int i = 0; i < b; ++i)
+        for (int j = 0; j < sk[i]; ++j)
+        {
+            const size_t dst = ids[indptr[i] + j / page] * page_elems + size_t(j % page) * hk * d;
+            const size_t src = size_t(ks[i] + j) * hk * d;
+            std::copy_n(k.begin() + src, hk * d, kc.begin() + dst);
+            std::copy_n(v.begin() + src, hk * d, vc.begin() + dst);
+        }
+
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *dkc = upload(kc), *dvc = upload(vc);
+    int *dqs = upload(qs), *dks = upload(ks), *dind = upload(indptr), *dids = upload(ids), *dlast = upload(last);
+    bf16 *o1 = nullptr, *o2 = nullptr;
+    float *l1 = nullptr, *l2 = nullptr;
+    uint8_t *r1 = nullptr, *r2 = nullptr;
+    const size_t on = size_t(tq) * h * d, rn = size_t(h) * tq * std::max(max_k, 1);
+    CHECK(cudaMalloc(&o1, on * 2));
+    CHECK(cudaMalloc(&o2, on * 2));
+    CHECK(cudaMalloc(&l1, size_t(h) * tq * 4 + 16));
+    CHECK(cudaMalloc(&l2, size_t(h) * tq * 4 + 16));
+    CHECK(cudaMalloc(&r1, rn + 16));
+    CHECK(cudaMalloc(&r2, rn + 16));
+    CHECK(cudaMemset(o2, 0xFF, on * 2));
+    CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
+
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16", a.is_group_mode = true, a.has_lse = true;
+    a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o1, a.lse_ptr = l1, a.rand_val_ptr = r1;
+    a.seqstart_q_ptr = dqs, a.seqstart_k_ptr = dks;
+    a.batch = b, a.max_seqlen_q = max_q, a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = hk;
+    a.scale_s = 1.f / std::sqrt(float(d)), a.logits_soft_cap = softcap;
+    a.stride_q = a.stride_o = h * d, a.stride_k = a.stride_v = hk * d;
+    a.nhead_stride_q = a.nhead_stride_o = d, a.nhead_stride_k = a.nhead_stride_v = d;
+    a.nhead_stride_lse = tq, a.stride_randval = std::max(max_k, 1), a.nhead_stride_randval = tq * a.stride_randval;
+    a.window_size_left = wl, a.window_size_right = wr, a.mask_type = mask_type;
+    a.p_drop = p_drop, a.s_randval = p_drop > 0.f;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{1234, 5};
+    const ck_tile::stream_config sc{};
+    const float t1 = aiter::mha_fwd(a, sc);
+
+    aiter::mha_batch_prefill_args p{};
+    p.q_ptr = dq, p.k_ptr = dkc, p.v_ptr = dvc, p.o_ptr = o2, p.lse_ptr = l2, p.rand_val_ptr = r2;
+    p.seqstart_q_ptr = dqs;
+    p.batch = b, p.max_seqlen_q = max_q, p.hdim_q = p.hdim_v = d, p.nhead_q = h, p.nhead_k = hk;
+    p.num_total_pages = pool, p.page_block_size = page, p.kv_indptr = dind, p.kv_page_indices = dids;
+    p.kv_last_page_lens = dlast;
+    p.scale_s = a.scale_s, p.logits_soft_cap = softcap;
+    p.stride_q = p.stride_o = h * d, p.stride_k = p.stride_v = hk * d;
+    p.nhead_stride_q = p.nhead_stride_o = d, p.nhead_stride_k = p.nhead_stride_v = d;
+    p.batch_stride_k = p.batch_stride_v = int(page_elems);
+    p.nhead_stride_lse = tq, p.stride_randval = a.stride_randval, p.nhead_stride_randval = a.nhead_stride_randval;
+    p.window_size_left = wl, p.window_size_right = wr, p.mask_type = mask_type;
+    p.p_drop = p_drop, p.s_randval = p_drop > 0.f, p.drop_seed_offset = a.drop_seed_offset;
+    const float t2 = aiter::mha_batch_prefill(p, sc, "bf16", true, mask_enum(mask_type > 0 ? mask_type : 0),
+                                              bias_enum::no_bias, true, quant_scale_enum::no_scale, false);
+    CHECK(cudaDeviceSynchronize());
+    if (t1 < 0 || t2 < 0)
+    {
+        std::printf("%s FAIL: %s\n", name, aiter::mha_get_last_error());
+        return false;
+    }
+    bool ok = compare(name, download(o1, on), download(o2, on), download(l1, size_t(h) * tq),
+                      download(l2, size_t(h) * tq));
+    if (p_drop > 0.f)
+    {
+        const auto a1 = download(r1, rn), a2 = download(r2, rn);
+        const bool same = a1 == a2;
+        std::printf("%s randval %s\n", name, same ? "identical ok" : "differs FAIL");
+        ok = ok && same;
+    }
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)dkc, (void*)dvc, (void*)dqs, (void*)dks, (void*)dind,
+                    (void*)dids, (void*)dlast, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)r1, (void*)r2})
+        cudaFree(x);
+    return ok;
+}
+
+// Decode over a 140,000-page pool (16 tokens x 8 KV heads x 128 = 16,384 elements per page: 2.29e9 elements per
+// cache) whose block tables point past page 65,535 and past element 2^31; compared with mha_fwd on the same keys.
+bool bigpool_case()
+{
+    const int b = 2, h = 32, hk = 8, d = 128, page = 16, pool = 140000, sk = 1000;
+    const int per_seq = (sk + page - 1) / page;
+    const size_t page_elems = size_t(page) * hk * d;
+    std::mt19937 g(7);
+    bf16 *kc = nullptr, *vc = nullptr;
+    if (cudaMalloc(&kc, pool * page_elems * 2) != cudaSuccess || cudaMalloc(&vc, pool * page_elems * 2) != cudaSuccess)
+    {
+        std::printf("bigpool FAIL: cannot allocate 2 x %.1f GB\n", pool * page_elems * 2 / 1e9);
+        return false;
+    }
+    // pages from the top of the pool: ids 139,999 down, interleaved between the two sequences
+    std::vector<int> table(b * per_seq);
+    for (int i = 0; i < b * per_seq; ++i)
+        table[(i % b) * per_seq + i / b] = pool - 1 - 3 * i;
+    auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
+         v = random_bf16(size_t(b) * sk * hk * d, g);
+    for (int s = 0; s < b; ++s)
+        for (int j = 0; j < sk; ++j)
+        {
+            const size_t dst = size_t(table[s * per_seq + j / page]) * page_elems + size_t(j % page) * hk * d;
+            const size_t src = (size_t(s) * sk + j) * hk * d;
+            CHECK(cudaMemcpy(kc + dst, k.data() + src, hk * d * 2, cudaMemcpyHostToDevice));
+            CHECK(cudaMemcpy(vc + dst, v.data() + src, hk * d * 2, cudaMemcpyHostToDevice));
+        }
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v);
+    int* dt = upload(table);
+    std::vector<int> lens(b, sk);
+    int* dl = upload(lens);
+    bf16 *o1 = nullptr, *o2 = nullptr;
+    float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
+    const int splits = 4;
+    CHECK(cudaMalloc(&o1, size_t(b) * h * d * 2));
+    CHECK(cudaMalloc(&o2, size_t(b) * h * d * 2));
+    CHECK(cudaMalloc(&l1, b * h * 4));
+    CHECK(cudaMalloc(&l2, b * h * 4));
+    CHECK(cudaMalloc(&lacc, size_t(splits) * b * h * 4));
+    CHECK(cudaMalloc(&oacc, size_t(splits) * b * h * d * 4));
+
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16", a.has_lse = true;
+    a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o1, a.lse_ptr = l1;
+    a.seqlen_q = 1, a.seqlen_k = sk, a.batch = b, a.max_seqlen_q = 1, a.hdim_q = a.hdim_v = d;
+    a.nhead_q = h, a.nhead_k = hk, a.scale_s = 1.f / std::sqrt(float(d));
+    a.stride_q = a.stride_o = h * d, a.stride_k = a.stride_v = hk * d;
+    a.nhead_stride_q = a.nhead_stride_o = a.nhead_stride_k = a.nhead_stride_v = d;
+    a.batch_stride_q = a.batch_stride_o = h * d, a.batch_stride_k = a.batch_stride_v = sk * hk * d;
+    a.nhead_stride_lse = 1, a.batch_stride_lse = h;
+    a.window_size_left = a.window_size_right = -1;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    const float t1 = aiter::mha_fwd(a, ck_tile::stream_config{});
+
+    aiter::mha_fwd_splitkv_args s{};
+    s.q_ptr = dq, s.k_ptr = kc, s.v_ptr = vc, s.o_ptr = o2, s.lse_ptr = l2, s.lse_acc_ptr = lacc, s.o_acc_ptr = oacc;
+    s.block_table_ptr = dt, s.batch_stride_block_table = per_seq, s.page_block_size = page, s.seqlen_k_ptr = dl;
+    s.seqlen_q = 1, s.seqlen_k = sk, s.batch = b, s.max_seqlen_q = 1, s.hdim_q = s.hdim_v = d;
+    s.nhead_q = h, s.nhead_k = hk, s.num_splits = splits, s.scale_s = a.scale_s;
+    s.stride_q = s.stride_o = h * d, s.stride_k = s.stride_v = hk * d;
+    s.nhead_stride_q = s.nhead_stride_o = s.nhead_stride_k = s.nhead_stride_v = d;
+    s.batch_stride_q = s.batch_stride_o = h * d, s.batch_stride_k = s.batch_stride_v = int(page_elems);
+    s.nhead_stride_lse = 1, s.batch_stride_lse = h;
+    s.stride_o_acc = d, s.split_stride_o_acc = b * h * d, s.batch_stride_o_acc = h * d, s.nhead_stride_o_acc = d;
+    s.split_stride_lse_acc = b * h, s.batch_stride_lse_acc = h, s.nhead_stride_lse_acc = 1;
+    s.window_size_left = s.window_size_right = -1;
+    const float t2 = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false, mask_enum::no_mask,
+                                            bias_enum::no_bias, true);
+    CHECK(cudaDeviceSynchronize());
+    if (t1 < 0 || t2 < 0)
+    {
+        std::printf("bigpool FAIL: %s\n", aiter::mha_get_last_error());
+        return false;
+    }
+    const bool ok = compare("bigpool (140000 pages, ids > 65535, offsets > 2^31)", download(o1, size_t(b) * h * d),
+                            download(o2, size_t(b) * h * d), download(l1, b * h), download(l2, b * h));
+    for (void* x : {(void*)kc, (void*)vc, (void*)dq, (void*)dk, (void*)dv, (void*)dt, (void*)dl, (void*)o1, (void*)o2,
+                    (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
+        cudaFree(x);
+    return ok;
+}
+
+int main()
+{
+    bool ok = true;
+    ok &= prefill_case("prefill page16 causal gqa", {37, 1, 130}, {200, 17, 130}, 8, 2, 128, 16, 2, -1, 0, 0.f, 0.f, 1);
+    ok &= prefill_case("prefill page1 window", {64, 20}, {64, 300}, 4, 4, 64, 1, 3, 32, 8, 0.f, 0.f, 2);
+    ok &= prefill_case("prefill page128 softcap", {300, 5}, {257, 700}, 6, 3, 96, 128, 0, -1, -1, 30.f, 0.f, 3);
+    ok &= prefill_case("prefill page32 dropout", {100, 64}, {120, 90}, 4, 2, 128, 32, 2, -1, 0, 0.f, 0.3f, 4);
+    ok &= prefill_case("prefill page64 d256 empty seq", {0, 50, 9}, {10, 0, 77}, 2, 1, 256, 64, 1, -1, 0, 0.f, 0.f, 5);
+    ok &= bigpool_case();
+    std::printf("kvcache_check: %s\n", ok ? "all ok" : "FAILED");
+    return ok ? 0 : 1;
+}
