@@ -276,7 +276,11 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     auto load_k = [&](int n_block, int st, const int* ids = nullptr) {
         const int rows_left = seqlen_k - n_block * kBlockN;
         auto dst = stage_view(tKsK, st);
-        if (Kt::kSplit && page_size > 0)
+        if (Kt::kSplit && page_size > 0 && page_size % kBlockN == 0 && even_q && rows_left >= kBlockN)
+            cute::copy(gmem_copy_qk, gmem_thr_qk.partition_S(make_tensor(   // the block lies inside one page
+                make_gmem_ptr(k_ptr + page_off(n_block, 0, ids, p.k_row_stride, p.k_batch_stride)),
+                Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(k_row_stride, _1{}))), dst);
+        else if (Kt::kSplit && page_size > 0)
             copy_rows_gather(gmem_copy_qk, dst, tKcK, [&](int r) {
                 return k_ptr + page_off(n_block, r, ids, p.k_row_stride, p.k_batch_stride);
             }, rows_left, p.hdim_q);
@@ -288,7 +292,11 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     auto load_v = [&](int n_block, int st, const int* ids = nullptr) {
         const int rows_left = seqlen_k - n_block * kBlockN;
         auto dst = stage_view(tVsV, st);
-        if (Kt::kSplit && page_size > 0)
+        if (Kt::kSplit && page_size > 0 && page_size % kBlockN == 0 && even_v && rows_left >= kBlockN)
+            cute::copy(gmem_copy_v, gmem_thr_v.partition_S(make_tensor(
+                make_gmem_ptr(v_ptr + page_off(n_block, 0, ids, p.v_row_stride, p.v_batch_stride)),
+                Shape<Int<kBlockN>, Int<kHeadDimV>>{}, make_stride(v_row_stride, _1{}))), dst);
+        else if (Kt::kSplit && page_size > 0)
             copy_rows_gather(gmem_copy_v, dst, tVcV, [&](int r) {
                 return v_ptr + page_off(n_block, r, ids, p.v_row_stride, p.v_batch_stride);
             }, rows_left, p.hdim_v);
