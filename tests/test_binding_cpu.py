@@ -370,3 +370,56 @@ def test_varlen_releases_arrays_on_error():
         with pytest.raises(ValueError):
             aiter_mha.mha_varlen_fwd(q, k, v, cu_q, cu_k[:2], 16, bias=bias)
     assert [sys.getrefcount(x) for x in (q, k, v, cu_q, cu_k, bias)] == before
+
+
+# ------------------------------------------------------------------ paged attention (layout checks reach host arrays)
+
+def paged_arrays(head=128, block=16, heads=8, kv=2, seqs=2, nblocks=10):
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((seqs, heads, head)).astype(np.float16)
+    k = rng.standard_normal((nblocks, kv, head // 8, block, 8)).astype(np.float16)
+    v = rng.standard_normal((nblocks, kv, head, block)).astype(np.float16)
+    tables = np.zeros((seqs, 4), np.int32)
+    lens = np.full((seqs,), 20, np.int32)
+    return q, k, v, tables, lens
+
+
+def v1(out, ws, q, k, v, tables, lens, dtype="auto", layout="HND", **kw):
+    return aiter_mha.paged_attention_v1_core(out, ws, q, k, v, 0.1, tables, None, lens, 64, None, dtype, layout, 0.0,
+                                             None, None, **kw)
+
+
+def test_paged_v1_argument_checks():
+    q, k, v, tables, lens = paged_arrays()
+    out, ws = np.zeros_like(q), np.zeros(16, np.uint8)
+    with pytest.raises(ValueError, match="kv_cache_dtype must be 'auto'"):
+        v1(out, ws, q, k, v, tables, lens, dtype="fp8")
+    with pytest.raises(ValueError, match="kv_cache_layout must be 'HND' or 'NHD'"):
+        v1(out, ws, q, k, v, tables, lens, layout="XYZ")
+    with pytest.raises(ValueError, match="mtp = 2 is out of range"):
+        v1(out, ws, q, k, v, tables, lens, mtp=2)
+    with pytest.raises(ValueError, match="key_cache must be 5-D"):
+        v1(out, ws, q, k[..., 0], v, tables, lens)
+    with pytest.raises(ValueError, match="value_cache block_size \(dim 3\) is 8 but key_cache's block_size is 16"):
+        v1(out, ws, q, k, v[..., :8], tables, lens)
+    with pytest.raises(ValueError, match="context_lens"):
+        v1(out, ws, q, k, v, tables, lens[:1])
+    with pytest.raises(ValueError, match="query is on cpu"):
+        v1(out, ws, q, k, v, tables, lens)
+    assert aiter_mha.paged_attention_workspace_bytes(2, 8, 128, 256) == 0  # one partition needs none
+    assert aiter_mha.paged_attention_workspace_bytes(1, 32, 128, 17) == 0
+    assert aiter_mha.paged_attention_workspace_bytes(2, 8, 128, 600) == 2 * 8 * 3 * (128 * 2 + 8)
+
+
+def test_pa_fwd_asm_argument_checks():
+    q, k, v, tables, lens = paged_arrays(head=64)
+    with pytest.raises(ValueError, match="ASM PA only supports head_size=128"):
+        aiter_mha.pa_fwd_asm(q, k, v, tables, lens, 4)
+    q, k, v, tables, lens = paged_arrays()
+    va = np.ascontiguousarray(v.reshape(10, 2, 128, 2, 8).transpose(0, 1, 3, 2, 4))
+    with pytest.raises(ValueError, match="max_qlen = 2 is out of range"):
+        aiter_mha.pa_fwd_asm(q, k, va, tables, lens, 4, max_qlen=2)
+    with pytest.raises(ValueError, match="V must be 5-D"):
+        aiter_mha.pa_fwd_asm(q, k, v, tables, lens, 4)
+    with pytest.raises(ValueError, match="Q is on cpu"):
+        aiter_mha.pa_fwd_asm(q, k, va, tables, lens, 4)

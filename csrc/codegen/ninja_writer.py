@@ -8,6 +8,8 @@ import shlex
 from generate import ARCHS
 
 API_FWD_SOURCES = ["csrc/api/mha_fwd.cpp", "csrc/api/error.cpp"]
+# Hand-written kernels linked into libmha_fwd.so beside the generated instances (paged-attention decode).
+FWD_KERNEL_SOURCES = ["csrc/paged/paged_attention.cu"]
 API_BWD_SOURCES = ["csrc/api/mha_bwd.cpp", "csrc/api/error.cpp"]
 BINDING_SOURCE = "csrc/python/binding.cpp"
 
@@ -74,7 +76,7 @@ def write_ninja(*, root, build_dir, out_dir, nvcc, cutlass_include, archs, kerne
     if want_fwd:
         api = compile_all([os.path.join(root, s) for s in API_FWD_SOURCES] + [os.path.join(gen_dir, "fwd_table.cpp")],
                           "cxx")
-        kern = compile_all(kernel_sources, "cu")
+        kern = compile_all(kernel_sources + [os.path.join(root, s) for s in FWD_KERNEL_SOURCES], "cu")
         lines.append(f"build {q(os.path.join(out_dir, 'libmha_fwd.so'))}: link {' '.join(q(o) for o in api + kern)}")
     if want_bwd:
         api = compile_all([os.path.join(root, s) for s in API_BWD_SOURCES], "cxx")

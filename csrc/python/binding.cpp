@@ -18,6 +18,7 @@
 
 #include "dlpack_io.h"
 #include "mha_fwd.h"
+#include "mha_paged.h"
 
 namespace py = pybind11;
 
@@ -631,6 +632,248 @@ py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::o
     return result();
 }
 
+// ------------------------------------------------------------------------------------------------ paged attention
+
+// Checks shared by both paged-attention entry points; fills the query / output / table fields of `a`.
+struct PagedInputs
+{
+    ImportedTensor q, k, v, tables, lens;
+};
+
+void require_none(const py::object& x, const char* name, const char* why)
+{
+    if (!x.is_none())
+        invalid(std::string(name) + " must be None: " + why);
+}
+
+void require_unit_scale(const py::object& x, const char* name)
+{
+    if (x.is_none())
+        return;
+    const double s = PyFloat_AsDouble(x.ptr());
+    if (PyErr_Occurred())
+    {
+        PyErr_Clear();
+        invalid(std::string(name) + " must be None or 1.0 (fp8 KV caches are not supported yet)");
+    }
+    if (s != 1.0)
+        invalid(std::string(name) + " must be None or 1.0 (fp8 KV caches are not supported yet), got " +
+                std::to_string(s));
+}
+
+// The inner (fixed) strides of a cache view, e.g. {bs * 8, 8, 1} for the last three dims of a 5D HND key cache.
+void expect_inner_strides(const ImportedTensor& t, std::vector<int64_t> want, const char* layout)
+{
+    const int n = t.ndim(), first = n - int(want.size());
+    for (int i = first; i < n; ++i)
+        if (t.size(i) > 1 && t.stride(i) != want[i - first])
+            invalid(t.name() + " must be " + layout + " with its last " + std::to_string(want.size()) +
+                    " dims contiguous; got shape " + shape_str(t.shape()));
+}
+
+void fill_common(aiter::paged_attention_args& a, const ImportedTensor& q, const ImportedTensor& tables,
+                 const ImportedTensor& lens, const ImportedTensor& out)
+{
+    const DLDataType qt = q.dtype();
+    a.data_type = qt.code == kDLBfloat ? "bf16" : "fp16";
+    a.query = q.data(), a.out = out.data();
+    a.block_tables = static_cast<const int32_t*>(tables.data());
+    a.context_lens = static_cast<const int32_t*>(lens.data());
+    a.num_seqs = static_cast<int>(q.size(0)), a.num_heads = static_cast<int>(q.size(1));
+    a.head_size = static_cast<int>(q.size(2));
+    a.q_stride_seq = q.stride(0), a.q_stride_head = q.stride(1);
+    a.o_stride_seq = out.stride(0), a.o_stride_head = out.stride(1);
+}
+
+void check_tables(const ImportedTensor& q, const ImportedTensor& tables, const ImportedTensor& lens)
+{
+    tables.check_layout(2, "[num_seqs, max_blocks_per_seq] int32", &kI32, "expected", false);
+    lens.check_layout(1, "[num_seqs] int32", &kI32, "expected", false);
+    expect_size(tables, 0, q.size(0), "num_seqs (dim 0)", "query's num_seqs");
+    expect_size(lens, 0, q.size(0), "num_seqs (dim 0)", "query's num_seqs");
+}
+
+void call_paged(float (*fn)(const aiter::paged_attention_args&, const ck_tile::stream_config&),
+                aiter::paged_attention_args& a, int device, uintptr_t strm, const char* name)
+{
+    float ret = 0.f;
+    {
+        DeviceGuard guard(device);
+        py::gil_scoped_release no_gil;
+        ret = fn(a, ck_tile::stream_config{reinterpret_cast<cudaStream_t>(strm), false, 0, 0, 1, true});
+    }
+    if (ret < 0)
+    {
+        const char* why = aiter::mha_get_last_error();
+        invalid(why != nullptr && why[0] != '\0' ? std::string(why) : std::string(name) + " failed without a reason");
+    }
+}
+
+py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws_o, const py::object& q_o,
+                                   const py::object& k_o, const py::object& v_o, const py::object& scale,
+                                   const py::object& tables_o, const py::object& cu_query_lens,
+                                   const py::object& lens_o, const py::object& max_context_len,
+                                   const py::object& alibi_o, const std::string& kv_cache_dtype,
+                                   const std::string& layout, const py::object& softcap, const py::object& k_scale,
+                                   const py::object& v_scale, const py::object& fp8_out_scale,
+                                   const py::object& partition_size, const py::object& mtp,
+                                   const py::object& q_scale, const py::object& sliding_window,
+                                   const py::object& stream)
+{
+    if (kv_cache_dtype != "auto")
+        invalid("kv_cache_dtype must be 'auto' (fp8 KV caches are not supported yet), got '" + kv_cache_dtype + "'");
+    if (layout != "HND" && layout != "NHD")
+        invalid("kv_cache_layout must be 'HND' or 'NHD', got '" + layout + "'");
+    require_unit_scale(k_scale, "k_scale");
+    require_unit_scale(v_scale, "v_scale");
+    require_none(fp8_out_scale, "fp8_out_scale", "fp8 output is not supported yet");
+    require_none(q_scale, "q_scale", "fp8 queries are not supported yet");
+    require_none(cu_query_lens, "cu_query_lens", "only mtp=1 (one query token per sequence) is supported yet");
+    int_arg(mtp, "mtp", 1, 1); // multi-token decode: not yet
+    const uintptr_t strm = parse_stream(stream);
+    const bool nhd = layout == "NHD";
+
+    ImportedTensor q(q_o, "query", strm);
+    q.check_layout(3, "[num_seqs, num_heads, head_size]", nullptr, nullptr, false);
+    const DLDataType qt = q.dtype();
+    ImportedTensor k(k_o, "key_cache", strm), v(v_o, "value_cache", strm);
+    ImportedTensor out(out_o, "out", strm), tables(tables_o, "block_tables", strm), lens(lens_o, "context_lens", strm);
+    out.check_layout(3, "[num_seqs, num_heads, head_size]", &qt, "query has", true);
+    expect_size(out, 0, q.size(0), "num_seqs (dim 0)", "query's");
+    expect_size(out, 1, q.size(1), "num_heads (dim 1)", "query's");
+    expect_size(out, 2, q.size(2), "head_size (dim 2)", "query's");
+    const int64_t d = q.size(2);
+    int64_t hk = 0, bs = 0;
+    if (!nhd)
+    {
+        k.check_layout(5, "[num_blocks, num_kv_heads, head_size / 8, block_size, 8]", &qt, "query has", false);
+        hk = k.size(1), bs = k.size(3);
+        expect_size(k, 2, d / 8, "head_size / 8 (dim 2)", "query's head_size / 8");
+        expect_size(k, 4, 8, "x (dim 4)", "16 bytes of 2-byte elements");
+        expect_inner_strides(k, {bs * 8, 8, 1}, "[num_blocks, num_kv_heads, head_size / 8, block_size, 8]");
+        v.check_layout(4, "[num_blocks, num_kv_heads, head_size, block_size]", &qt, "query has", false);
+        expect_size(v, 2, d, "head_size (dim 2)", "query's head_size");
+        expect_size(v, 3, bs, "block_size (dim 3)", "key_cache's block_size");
+        expect_inner_strides(v, {bs, 1}, "[num_blocks, num_kv_heads, head_size, block_size]");
+    }
+    else
+    {
+        k.check_layout(4, "[num_blocks, block_size, num_kv_heads, head_size]", &qt, "query has", false);
+        hk = k.size(2), bs = k.size(1);
+        expect_size(k, 3, d, "head_size (dim 3)", "query's head_size");
+        expect_inner_strides(k, {hk * d, d, 1}, "[num_blocks, block_size, num_kv_heads, head_size]");
+        v.check_layout(4, "[num_blocks, block_size, num_kv_heads, head_size]", &qt, "query has", false);
+        expect_size(v, 1, bs, "block_size (dim 1)", "key_cache's block_size");
+        expect_size(v, 2, hk, "num_kv_heads (dim 2)", "key_cache's num_kv_heads");
+        expect_size(v, 3, d, "head_size (dim 3)", "query's head_size");
+        expect_inner_strides(v, {hk * d, d, 1}, "[num_blocks, block_size, num_kv_heads, head_size]");
+    }
+    expect_size(v, 0, k.size(0), "num_blocks (dim 0)", "key_cache's num_blocks");
+    if (!nhd)
+        expect_size(v, 1, hk, "num_kv_heads (dim 1)", "key_cache's num_kv_heads");
+    check_tables(q, tables, lens);
+    TensorPtr alibi = import_opt(alibi_o, "alibi_slopes", strm);
+    if (alibi)
+    {
+        alibi->check_layout(1, "[num_heads] float32", &kF32, "expected", false);
+        expect_size(*alibi, 0, q.size(1), "length", "query's num_heads");
+    }
+    ImportedTensor ws(ws_o, "workspace_buffer", strm);
+    for (const ImportedTensor* t : {&q, &k, &v, &out, &tables, &lens, &ws})
+        t->check_device(&q);
+    if (alibi)
+        alibi->check_device(&q);
+
+    aiter::paged_attention_args a{};
+    fill_common(a, q, tables, lens, out);
+    a.key_cache = k.data(), a.value_cache = v.data();
+    a.alibi_slopes = alibi ? static_cast<const float*>(alibi->data()) : nullptr;
+    a.workspace = ws.data(), a.workspace_bytes = ws.numel() * ((ws.dtype().bits + 7) / 8);
+    a.num_kv_heads = static_cast<int>(hk), a.block_size = static_cast<int>(bs);
+    a.block_tables_stride = tables.stride(0) > 0 ? tables.stride(0) : static_cast<int>(tables.size(1));
+    a.max_context_len = static_cast<int>(int_arg(max_context_len, "max_context_len", 0, kIndexMax));
+    a.partition_size = static_cast<int>(int_arg(partition_size, "partition_size", 1, 1 << 20));
+    a.k_stride_block = k.stride(0), a.v_stride_block = v.stride(0);
+    a.k_stride_head = nhd ? k.stride(2) : k.stride(1);
+    a.v_stride_head = nhd ? v.stride(2) : v.stride(1);
+    a.scale = static_cast<float>(real_arg(scale, "scale"));
+    a.logits_soft_cap = static_cast<float>(real_arg(softcap, "logits_soft_cap"));
+    a.sliding_window = static_cast<int>(int_arg(sliding_window, "sliding_window", 0, kIndexMax));
+    a.nhd = nhd;
+    call_paged(&aiter::paged_attention_v1, a, q.device().device_id, strm, "paged_attention_v1_core");
+    return out_o;
+}
+
+py::object pa_fwd_asm(const py::object& q_o, const py::object& k_o, const py::object& v_o, const py::object& tables_o,
+                      const py::object& lens_o, const py::object& tables_stride0, const py::object& max_qlen,
+                      const py::object& k_qscale, const py::object& v_qscale, const py::object& out_o,
+                      const py::object& qo_indptr, const py::object& /*high_precision*/,
+                      const py::object& /*kernel_name*/, const py::object& stream)
+{
+    int_arg(max_qlen, "max_qlen", 1, 1); // one query token per sequence
+    require_none(k_qscale, "K_QScale", "fp8 / int8 KV caches are not supported yet");
+    require_none(v_qscale, "V_QScale", "fp8 / int8 KV caches are not supported yet");
+    require_none(qo_indptr, "qo_indptr", "only one query token per sequence is supported yet");
+    const uintptr_t strm = parse_stream(stream);
+    ImportedTensor q(q_o, "Q", strm);
+    q.check_layout(3, "[num_seqs, num_heads, head_size]", nullptr, nullptr, false);
+    const DLDataType qt = q.dtype();
+    if (q.size(2) != 128)
+        invalid("ASM PA only supports head_size=128, got " + std::to_string(q.size(2)));
+    ImportedTensor k(k_o, "K", strm), v(v_o, "V", strm), tables(tables_o, "block_tables", strm),
+        lens(lens_o, "context_lens", strm);
+    k.check_layout(5, "[num_blocks, num_kv_heads, 16, 16, 8]", &qt, "Q has", false);
+    v.check_layout(5, "[num_blocks, num_kv_heads, 2, 128, 8]", &qt, "Q has", false);
+    expect_size(k, 2, 16, "head_size / 8 (dim 2)", "16 for head_size 128");
+    expect_size(k, 3, 16, "block_size (dim 3)", "16 (the asm kernel's block size)");
+    expect_size(k, 4, 8, "x (dim 4)", "16 bytes of 2-byte elements");
+    expect_inner_strides(k, {128, 8, 1}, "[num_blocks, num_kv_heads, 16, 16, 8]");
+    expect_size(v, 0, k.size(0), "num_blocks (dim 0)", "K's num_blocks");
+    expect_size(v, 1, k.size(1), "num_kv_heads (dim 1)", "K's num_kv_heads");
+    expect_size(v, 2, 2, "block_size / 8 (dim 2)", "2 for block_size 16");
+    expect_size(v, 3, 128, "head_size (dim 3)", "128");
+    expect_size(v, 4, 8, "x (dim 4)", "16 bytes of 2-byte elements");
+    expect_inner_strides(v, {1024, 8, 1}, "[num_blocks, num_kv_heads, 2, 128, 8]");
+    check_tables(q, tables, lens);
+    TensorPtr out_in = import_opt(out_o, "out_", strm);
+    if (out_in)
+    {
+        out_in->check_layout(3, "[num_seqs, num_heads, 128]", &qt, "Q has", true);
+        for (int i = 0; i < 3; ++i)
+            expect_size(*out_in, i, q.size(i), "size", "Q's");
+    }
+    for (const ImportedTensor* t : {&q, &k, &v, &tables, &lens})
+        t->check_device(&q);
+    if (out_in)
+        out_in->check_device(&q);
+    const int device = q.device().device_id;
+    std::shared_ptr<DeviceStorage> out_buf;
+    if (!out_in)
+        out_buf = DeviceStorage::allocate(device, qt, {q.size(0), q.size(1), q.size(2)});
+
+    aiter::paged_attention_args a{};
+    a.data_type = qt.code == kDLBfloat ? "bf16" : "fp16";
+    a.query = q.data(), a.out = out_in ? out_in->data() : out_buf->ptr;
+    a.block_tables = static_cast<const int32_t*>(tables.data());
+    a.context_lens = static_cast<const int32_t*>(lens.data());
+    a.num_seqs = static_cast<int>(q.size(0)), a.num_heads = static_cast<int>(q.size(1)), a.head_size = 128;
+    a.q_stride_seq = q.stride(0), a.q_stride_head = q.stride(1);
+    a.o_stride_seq = out_in ? out_in->stride(0) : q.size(1) * 128;
+    a.o_stride_head = out_in ? out_in->stride(1) : 128;
+    a.key_cache = k.data(), a.value_cache = v.data();
+    a.num_kv_heads = static_cast<int>(k.size(1)), a.block_size = 16;
+    a.block_tables_stride = static_cast<int>(int_arg(tables_stride0, "block_tables_stride0", 1, kIndexMax));
+    a.max_context_len = a.block_size * a.block_tables_stride;
+    a.partition_size = 16;
+    a.k_stride_block = k.stride(0), a.k_stride_head = k.stride(1);
+    a.v_stride_block = v.stride(0), a.v_stride_head = v.stride(1);
+    a.scale = 1.f / std::sqrt(128.f); // the asm kernel has no scale argument
+    call_paged(&aiter::pa_fwd_asm, a, device, strm, "pa_fwd_asm");
+    if (out_in)
+        return out_o;
+    return py::cast(DeviceBuffer{out_buf});
+}
+
 // ------------------------------------------------------------------------------------------------ documentation
 
 constexpr const char* kModuleDoc =
@@ -681,6 +924,27 @@ constexpr const char* kVarlenDoc =
     "         reads cu_seqlens_k / seqused_k from the device (synchronizing the stream) to check it.\n"
     "Outputs: out [total_q, h_q, d_v]; lse [h_q, total_q]; randval uint8 [h_q, total_q, max_seqlen_k].\n"
     MHA_FEATURE_DOC;
+
+constexpr const char* kPagedV1Doc =
+    "Paged-attention decode, the generic implementation (AITER's paged_attention_v1_core signature), into out.\n"
+    "query: [num_seqs, num_heads, head_size] float16/bfloat16 (head_size a multiple of 8 up to 256);\n"
+    "kv_cache_layout 'HND' (vLLM): key_cache [num_blocks, num_kv_heads, head_size/8, block_size, 8], value_cache\n"
+    "[num_blocks, num_kv_heads, head_size, block_size] (block_size a multiple of 8); 'NHD': both [num_blocks,\n"
+    "block_size, num_kv_heads, head_size]. Block and head strides are free (0 aliases every block to one).\n"
+    "block_tables int32 [num_seqs, max_blocks]; context_lens int32 [num_seqs]; max_context_len >= every context.\n"
+    "The context is processed in partitions of partition_size tokens (a multiple of block_size, <= 1024); with\n"
+    "more than one, workspace_buffer (any dtype, contiguous) must hold paged_attention_workspace_bytes(...)\n"
+    "bytes, else ValueError. alibi_slopes fp32 [num_heads] or None; logits_soft_cap > 0 caps the scaled scores;\n"
+    "sliding_window > 0 keeps the last sliding_window tokens. kv_cache_dtype 'auto' with k_scale / v_scale None\n"
+    "or 1.0, cu_query_lens / fp8_out_scale / q_scale None and mtp 1 (fp8 and multi-token decode: not yet).";
+
+constexpr const char* kPaAsmDoc =
+    "Paged-attention decode, the tuned implementation (AITER's pa_fwd_asm signature): head_size 128, block 16,\n"
+    "scale 1/sqrt(128). Q [num_seqs, num_heads, 128]; K [num_blocks, num_kv_heads, 16, 16, 8] (vLLM 5D); V in the\n"
+    "asm layout [num_blocks, num_kv_heads, 2, 128, 8] (V.view(B, H, 128, 2, 8).permute(0, 1, 3, 2, 4)).\n"
+    "block_tables int32 [num_seqs, >= block_tables_stride0 / 1 rows], context_lens int32 [num_seqs]. Writes out_ or\n"
+    "returns a new [num_seqs, num_heads, 128] array. No workspace: one CTA per (KV head, sequence) walks the whole\n"
+    "context. max_qlen 1 and no quantization scales (not yet).";
 
 } // namespace
 
@@ -747,6 +1011,23 @@ PYBIND11_MODULE(aiter_mha, m)
         py::arg("seed_offset") = py::none(), py::arg("return_randval") = false, py::arg("sink") = py::none(),
         py::arg("sink_size") = 0, py::arg("return_lse") = false, py::arg("out") = py::none(),
         py::arg("lse") = py::none(), py::arg("stream") = 0, py::arg("use_asm_v3") = false);
+
+    m.def("paged_attention_v1_core", &paged_attention_v1_core, kPagedV1Doc, py::arg("out"),
+          py::arg("workspace_buffer"), py::arg("query"), py::arg("key_cache"), py::arg("value_cache"),
+          py::arg("scale"), py::arg("block_tables"), py::arg("cu_query_lens"), py::arg("context_lens"),
+          py::arg("max_context_len"), py::arg("alibi_slopes"), py::arg("kv_cache_dtype"), py::arg("kv_cache_layout"),
+          py::arg("logits_soft_cap"), py::arg("k_scale"), py::arg("v_scale"), py::arg("fp8_out_scale") = py::none(),
+          py::arg("partition_size") = 256, py::arg("mtp") = 1, py::arg("q_scale") = py::none(),
+          py::arg("sliding_window") = 0, py::kw_only(), py::arg("stream") = 0);
+    m.def("pa_fwd_asm", &pa_fwd_asm, kPaAsmDoc, py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("block_tables"),
+          py::arg("context_lens"), py::arg("block_tables_stride0"), py::arg("max_qlen") = 1,
+          py::arg("K_QScale") = py::none(), py::arg("V_QScale") = py::none(), py::arg("out_") = py::none(),
+          py::arg("qo_indptr") = py::none(), py::arg("high_precision") = 1, py::arg("kernelName") = py::none(),
+          py::kw_only(), py::arg("stream") = 0);
+    m.def("paged_attention_workspace_bytes", &aiter::paged_attention_workspace_bytes, py::arg("num_seqs"),
+          py::arg("num_heads"), py::arg("head_size"), py::arg("max_context_len"), py::arg("partition_size") = 256,
+          py::arg("elem_bytes") = 2,
+          "Bytes paged_attention_v1_core needs in workspace_buffer (0 when the context fits one partition).");
 
     m.def(
         "last_kernel_name",

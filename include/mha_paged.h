@@ -1,0 +1,63 @@
+#pragma once
+// Paged-attention decode over a vLLM-style KV cache, two implementations behind the same arguments, as AITER has:
+//   aiter::paged_attention_v1  the generic one (role of AITER's paged_attention_v1_core): any head size that is a
+//                              multiple of 8 up to 256, block sizes that are multiples of 8, both cache layouts,
+//                              partitions of the context combined through a caller workspace, ALiBi, soft-cap and a
+//                              sliding window.
+//   aiter::pa_fwd_asm          the tuned one (role of AITER's pa_fwd_asm): head size 128, block size 16, K in the
+//                              vLLM 5D layout and V in the asm layout below; one CTA per (KV head, sequence) walks
+//                              the whole context with an online softmax, so it needs no workspace.
+// Both read each K/V block once per KV head for all of its query heads (GQA), and address pages in 64 bits, so block
+// ids past 65,535 and caches past 2^31 elements are fine. Element strides; x = 16 / sizeof(element) = 8.
+//
+// Cache layouts (block = page of block_size tokens):
+//   HND (vLLM): K [num_blocks, num_kv_heads, head_size / x, block_size, x], V [num_blocks, num_kv_heads, head_size,
+//               block_size]
+//   NHD:        K and V [num_blocks, block_size, num_kv_heads, head_size]
+//   asm V:      [num_blocks, num_kv_heads, block_size / x, head_size, x] (pa_fwd_asm only; K as HND)
+// The block and head strides are the caller's (a block stride of 0 aliases every block id to one block).
+
+#include "mha_fwd.h"
+
+#include <cstdint>
+#include <string>
+
+namespace aiter {
+
+struct paged_attention_args
+{
+    std::string data_type;         // "fp16" | "bf16": query, caches and out
+    const void* query;             // [num_seqs, num_heads, head_size], head dim contiguous
+    const void* key_cache;
+    const void* value_cache;
+    void* out;                     // [num_seqs, num_heads, head_size], head dim contiguous
+    const int32_t* block_tables;   // [num_seqs, block_tables_stride] int32 block ids
+    const int32_t* context_lens;   // [num_seqs] int32 tokens per sequence (<= max_context_len)
+    const float* alibi_slopes;     // [num_heads] fp32, or nullptr
+    void* workspace;               // paged_attention_v1 with more than one partition; 16-byte aligned
+    int64_t workspace_bytes;
+    int num_seqs, num_heads, num_kv_heads, head_size, block_size, block_tables_stride;
+    int max_context_len;
+    int partition_size;            // paged_attention_v1: tokens per partition, a multiple of block_size, <= 1024
+    int64_t q_stride_seq, q_stride_head, o_stride_seq, o_stride_head;
+    int64_t k_stride_block, k_stride_head, v_stride_block, v_stride_head;
+    float scale;                   // softmax scale applied to q.k
+    float logits_soft_cap;         // > 0: cap * tanh(s / cap) (after the scale)
+    int sliding_window;            // > 0: each query sees only the last sliding_window tokens
+    bool nhd;                      // cache layout NHD instead of HND (paged_attention_v1 only)
+};
+
+// Bytes paged_attention_v1 needs in `workspace`: 0 with one partition, else AITER's
+// num_seqs * num_heads * P * (head_size * elem_bytes + 2 * 4), P = ceil(max_context_len / partition_size).
+__attribute__((visibility("default"))) int64_t paged_attention_workspace_bytes(int num_seqs, int num_heads,
+                                                                              int head_size, int max_context_len,
+                                                                              int partition_size, int elem_bytes);
+
+// Return contract as mha_fwd: elapsed ms when stream_config.time_kernel_, 0 otherwise, -1 on an invalid or
+// unsupported call (reason in mha_get_last_error()).
+__attribute__((visibility("default"))) float paged_attention_v1(const paged_attention_args& args,
+                                                                const ck_tile::stream_config& s);
+__attribute__((visibility("default"))) float pa_fwd_asm(const paged_attention_args& args,
+                                                        const ck_tile::stream_config& s);
+
+} // namespace aiter

@@ -1,0 +1,107 @@
+"""GPU tests of the two paged-attention decode implementations (aiter_mha.paged_attention_v1_core, the generic one,
+and aiter_mha.pa_fwd_asm, the tuned one) against the float64 four-stage golden model (csrc/reference/decode_golden.py):
+both cache layouts, head sizes 64-256, GQA groups up to 32, partitions through the workspace, ALiBi, soft-cap,
+sliding window, empty contexts, and the errors for a too-small workspace or an unsupported shape.
+Fresh random inputs, NaN-poisoned outputs. Skipped without torch.cuda or the built module."""
+import math
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _mha_paths import gpu_test_modules  # noqa: E402
+from _paged_common import X, asm_v_shuffle, max_err, reference, workspace_bytes  # noqa: E402
+
+torch, aiter_mha = gpu_test_modules("paged-attention tests")
+DEV = "cuda"
+TOL = {torch.bfloat16: 1.5e-2, torch.float16: 2e-3}
+
+
+def make_case(seed, num_seqs, heads, kv_heads, head, block, max_ctx, dtype, num_blocks=None):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    per_seq = math.ceil(max_ctx / block)
+    nb = num_blocks or num_seqs * per_seq + 3
+    q = (torch.rand(num_seqs, heads, head, generator=g) * 2 - 1).to(dtype).to(DEV)
+    k5 = (torch.rand(nb, kv_heads, head // X, block, X, generator=g) * 2 - 1).to(dtype).to(DEV)
+    v4 = (torch.rand(nb, kv_heads, head, block, generator=g) * 2 - 1).to(dtype).to(DEV)
+    tables = torch.randint(0, nb, (num_seqs, per_seq), generator=g, dtype=torch.int32).to(DEV)
+    lens = torch.randint(1, max_ctx + 1, (num_seqs,), generator=g, dtype=torch.int32)
+    lens[0] = max_ctx
+    return q, k5, v4, tables, lens.to(DEV)
+
+
+def run_v1(q, k5, v4, tables, lens, max_ctx, scale, layout="HND", partition=256, alibi=None, softcap=0.0,
+           window=0, ws_bytes=None):
+    if layout == "NHD":  # [nb, bs, hk, d] views of the same logical caches
+        nb, hk, dx, bs, x = k5.shape
+        k = k5.permute(0, 3, 1, 2, 4).reshape(nb, bs, hk, dx * x).contiguous()
+        v = v4.permute(0, 3, 1, 2).contiguous()
+    else:
+        k, v = k5, v4
+    out = torch.full_like(q, float("nan"))
+    need = workspace_bytes(q.shape[0], q.shape[1], q.shape[2], max_ctx, partition)
+    ws = torch.empty(max(need if ws_bytes is None else ws_bytes, 16), dtype=torch.uint8, device=DEV)
+    aiter_mha.paged_attention_v1_core(out, ws, q, k, v, scale, tables, None, lens, max_ctx, alibi, "auto", layout,
+                                      softcap, None, None, partition_size=partition, sliding_window=window)
+    torch.cuda.synchronize()
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_v1_gqa_partitions(dtype, layout):
+    q, k5, v4, tables, lens = make_case(1, 5, 32, 8, 128, 16, 1000, dtype)
+    out = run_v1(q, k5, v4, tables, lens, 1000, 128 ** -0.5, layout)
+    assert max_err(out, reference(q, k5, v4, tables, lens, 128 ** -0.5)) < TOL[dtype]
+
+
+@pytest.mark.parametrize("head,block,heads,kv,partition", [(64, 32, 8, 8, 64), (256, 8, 8, 1, 512),
+                                                           (96, 16, 64, 2, 128), (8, 8, 4, 2, 8)])
+def test_v1_shapes_and_modifiers(head, block, heads, kv, partition):
+    q, k5, v4, tables, lens = make_case(head + block, 3, heads, kv, head, block, 700, torch.bfloat16)
+    alibi = (torch.rand(heads, device=DEV) * 0.1).float()
+    out = run_v1(q, k5, v4, tables, lens, 700, 0.3, "HND", partition, alibi=alibi, softcap=20.0, window=333)
+    ref = reference(q, k5, v4, tables, lens, 0.3, alibi=alibi, softcap=20.0, window=333)
+    assert max_err(out, ref) < TOL[torch.bfloat16]
+
+
+def test_v1_empty_context_gives_zeros():
+    q, k5, v4, tables, lens = make_case(3, 3, 4, 2, 64, 16, 300, torch.bfloat16)
+    lens[1] = 0
+    out = run_v1(q, k5, v4, tables, lens, 300, 0.125, partition=64)
+    assert torch.all(out[1] == 0)
+    assert max_err(out, reference(q, k5, v4, tables, lens, 0.125)) < TOL[torch.bfloat16]
+
+
+def test_v1_rejects_small_workspace_and_bad_shapes():
+    q, k5, v4, tables, lens = make_case(4, 2, 8, 2, 128, 16, 600, torch.bfloat16)
+    need = workspace_bytes(2, 8, 128, 600, 256)
+    with pytest.raises(ValueError, match="workspace too small"):
+        run_v1(q, k5, v4, tables, lens, 600, 0.1, ws_bytes=need - 1)
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        aiter_mha.paged_attention_v1_core(torch.empty_like(q), torch.empty(16, dtype=torch.uint8, device=DEV), q, k5,
+                                          v4, 0.1, tables, None, lens, 600, None, "fp8", "HND", 0.0, None, None)
+    with pytest.raises(ValueError, match="partition_size"):
+        run_v1(q, k5, v4, tables, lens, 600, 0.1, partition=24)
+    assert aiter_mha.paged_attention_workspace_bytes(2, 8, 128, 600, 256) == need
+
+
+@pytest.mark.parametrize("heads,kv", [(32, 4), (8, 8), (64, 2)])
+def test_asm_matches_reference(heads, kv):
+    q, k5, v4, tables, lens = make_case(5 + heads, 6, heads, kv, 128, 16, 1500, torch.bfloat16)
+    lens[1] = 1
+    lens[2] = 17
+    out = torch.full_like(q, float("nan"))
+    aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), tables, lens, tables.shape[1], out_=out)
+    torch.cuda.synchronize()
+    assert max_err(out, reference(q, k5, v4, tables, lens, 128 ** -0.5)) < TOL[torch.bfloat16]
+    fresh = torch.from_dlpack(aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), tables, lens, tables.shape[1]))
+    torch.cuda.synchronize()
+    assert torch.equal(fresh, out)
+
+
+def test_asm_rejects_other_head_sizes():
+    q, k5, v4, tables, lens = make_case(6, 2, 8, 8, 64, 16, 64, torch.bfloat16)
+    with pytest.raises(ValueError, match="ASM PA only supports head_size=128"):
+        aiter_mha.pa_fwd_asm(q, k5, v4, tables, lens, tables.shape[1])
