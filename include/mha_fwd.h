@@ -134,7 +134,19 @@ struct mha_fwd_args
     ck_tile::index_t block_scale_size_kv;
 };
 
-// CK's fmha_fwd_splitkv_args (AITER: `using mha_fwd_splitkv_args = fmha_fwd_splitkv_args`).
+// CK's fmha_fwd_splitkv_args (AITER: `using mha_fwd_splitkv_args = fmha_fwd_splitkv_args`). Semantics here:
+// - Q / O / LSE / bias / masks as in mha_fwd_args (batch or group mode; seqstart_q / seqstart_k physical starts).
+// - Keys per batch: batch mode seqlen_k_ptr[b] when given, else seqlen_k; group mode seqlen_k_ptr[b], else
+//   seqstart_k[b+1] - seqstart_k[b]. is_gappy is not supported.
+// - Dense K/V: batch b reads batch (cache_batch_idx ? cache_batch_idx[b] : b) at batch_stride_k / _v.
+// - Paged K/V (page_block_size > 0, any size): key j of batch b is row j % page_block_size of page
+//   block_table_ptr[b * batch_stride_block_table + j / page_block_size]; batch_stride_k / _v are the page strides,
+//   stride_k / nhead_stride_k the row and head strides inside a page. Not combinable with cache_batch_idx.
+// - num_splits: 1 writes O / LSE directly; 2-128 write fp32 partials to lse_acc_ptr / o_acc_ptr (split s of row q of
+//   head h: s * split_stride + b * batch_stride (batch mode) + h * nhead_stride + physical row * stride_o_acc for O,
+//   the same with the lse_acc strides and unit row stride for LSE) and combine them; 0 picks
+//   mha_fwd_splitkv_num_splits(...) when both partial buffers are given, else 1.
+// - has_sink enables sink tokens (sink_size); there are no sink logits in this struct. No dropout (as in AITER).
 struct mha_fwd_splitkv_args
 {
     const void* q_ptr;

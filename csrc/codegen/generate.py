@@ -205,7 +205,7 @@ def support_table(built) -> str:
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
         rows.append(f"| fwd_splitkv, batch_prefill | ck | {dtype} | up to {hd}; any multiple of 8 below | batch, group; "
                     "dense, paged (any page size), cache_batch_idx | no_mask, causal t/b, windows t/b, generic | "
-                    "elementwise, alibi | batch_prefill only | y | y | y | n |")
+                    "elementwise, alibi | batch_prefill only | y | y | y | y |")
     if not skv:
         rows.append("| fwd_splitkv, batch_prefill | - | - | - | - | - | - | - | - | n | n | n |")
     return "\n".join(rows)
