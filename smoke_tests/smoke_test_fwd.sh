@@ -48,6 +48,21 @@ find "$LOGDIR" -maxdepth 1 -name '*.log' -delete
 KNAME=1
 COMMON_ARGS='-v=1 -warmup=0 -repeat=1'
 
+# AITER's nine shapes for one option set: nine_shapes <prec/mode> <hdim> <options> <trailer> [<kpad option>]
+# (the last shape pads K to 32 rows in AITER's matrix; the split-KV sweep leaves that out).
+nine_shapes() {
+  local pm=$1 hdim=$2 c=$3 t=$4 kpad=${5:-}
+  echo "$pm -b=2 -h=2 -h_k=1 -d=16, -d_v=$hdim -s=55 -s_k=256 $c $t"
+  echo "$pm -b=1 -h=3 -d=$hdim -s=100 -s_k=51 $c $t"
+  echo "$pm -b=2 -h=1 -d=16 -d_v=$hdim -s=99 -s_k=256 $c -mask=1 $t"
+  echo "$pm -b=1 -h=2 -h_k=1 -d=$hdim -s=1024 -s_k=256 $c -mask=2 $t"
+  echo "$pm -b=2 -h=1 -d=$hdim -d_v=24 -s=3 -s_k=99 $c -mask=2 $t"
+  echo "$pm -b=3 -h=2 -h_k=1 -d=$hdim -s=200 -s_k=520 $c -mask=t:128,30 $t"
+  echo "$pm -b=2 -h=1 -d=$hdim -s=99 -s_k=32 $c -mask=b:4,35 $t"
+  echo "$pm -b=1 -h=2 -h_k=1 -d=$hdim -s=33 -s_k=0 $c -mask=2 $t"
+  echo "$pm -b=1 -h=2 -h_k=1 -d=$hdim -s=1 -s_k=10${kpad:+ $kpad} $c -mask=2 $t"
+}
+
 # AITER's matrix, one invocation per line.
 gen_matrix() {
   local NUM_SPLITS="1" PAGE_BLOCK_SIZE="0" CACHE_BATCH_IDX="0"
@@ -70,15 +85,7 @@ gen_matrix() {
     local c="-bias=$bias -p_drop=$p_drop -lse=$lse -iperm=$perm -operm=$perm"
     local t="-vlayout=$vlayout -num_splits=$num_splits -page_block_size=$page_block_size"
     t="$t -cache_batch_idx=$cache_batch_idx -kname=$KNAME $COMMON_ARGS"
-    echo "-prec=$prec -mode=$mode -b=2 -h=2 -h_k=1 -d=16, -d_v=$hdim -s=55 -s_k=256 $c $t"
-    echo "-prec=$prec -mode=$mode -b=1 -h=3 -d=$hdim -s=100 -s_k=51 $c $t"
-    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=16 -d_v=$hdim -s=99 -s_k=256 $c -mask=1 $t"
-    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=1024 -s_k=256 $c -mask=2 $t"
-    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=$hdim -d_v=24 -s=3 -s_k=99 $c -mask=2 $t"
-    echo "-prec=$prec -mode=$mode -b=3 -h=2 -h_k=1 -d=$hdim -s=200 -s_k=520 $c -mask=t:128,30 $t"
-    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=$hdim -s=99 -s_k=32 $c -mask=b:4,35 $t"
-    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=33 -s_k=0 $c -mask=2 $t"
-    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=1 -s_k=10 -s_kpad=32 $c -mask=2 $t"
+    nine_shapes "-prec=$prec -mode=$mode" "$hdim" "$c" "$t" "-s_kpad=32"
   done; done; done; done; done
   done; done; done; done; done
 }
@@ -161,15 +168,7 @@ gen_splitkv() {
     bias=${biases[$((i % 6))]}; perm=$((i % 2)); i=$((i + 1))
     [[ "$mode" == 1 && "$kv" == *cache_batch_idx* ]] && continue # AITER ignores it in group mode
     local c="-bias=$bias -lse=1 -iperm=$perm -operm=$((1 - perm)) $kv"
-    echo "-prec=$prec -mode=$mode -b=2 -h=2 -h_k=1 -d=16 -d_v=$hdim -s=55 -s_k=256 $c $t"
-    echo "-prec=$prec -mode=$mode -b=1 -h=3 -d=$hdim -s=100 -s_k=51 $c $t"
-    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=16 -d_v=$hdim -s=99 -s_k=256 $c -mask=1 $t"
-    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=1024 -s_k=256 $c -mask=2 $t"
-    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=$hdim -d_v=24 -s=3 -s_k=99 $c -mask=2 $t"
-    echo "-prec=$prec -mode=$mode -b=3 -h=2 -h_k=1 -d=$hdim -s=200 -s_k=520 $c -mask=t:128,30 $t"
-    echo "-prec=$prec -mode=$mode -b=2 -h=1 -d=$hdim -s=99 -s_k=32 $c -mask=b:4,35 $t"
-    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=33 -s_k=0 $c -mask=2 $t"
-    echo "-prec=$prec -mode=$mode -b=1 -h=2 -h_k=1 -d=$hdim -s=1 -s_k=10 $c -mask=2 $t"
+    nine_shapes "-prec=$prec -mode=$mode" "$hdim" "$c" "$t"
   done; done; done; done
   # decode shapes: one query, GQA packing (32 q heads on 8 KV heads), long caches, windows and sinks
   for prec in fp16 bf16; do
