@@ -32,7 +32,9 @@ struct paged_attention_args
     const void* value_cache;
     void* out;                     // [num_seqs, num_heads, head_size], head dim contiguous
     const int32_t* block_tables;   // [num_seqs, block_tables_stride] int32 block ids
-    const int32_t* context_lens;   // [num_seqs] int32 tokens per sequence (<= max_context_len)
+    const int32_t* context_lens;   // [num_seqs] int32 tokens per sequence; device data, so not checked: each must be
+                                   // <= max_context_len (paged_attention_v1 ignores tokens past its partitions) and
+                                   // <= block_size * block_tables_stride (pa_fwd_asm reads that many table entries)
     const float* alibi_slopes;     // [num_heads] fp32, or nullptr
     void* workspace;               // paged_attention_v1 with more than one partition; 16-byte aligned
     int64_t workspace_bytes;
