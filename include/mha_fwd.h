@@ -145,7 +145,10 @@ struct mha_fwd_args
 // - num_splits: 1 writes O / LSE directly; 2-128 write fp32 partials to lse_acc_ptr / o_acc_ptr (split s of row q of
 //   head h: s * split_stride + b * batch_stride (batch mode) + h * nhead_stride + physical row * stride_o_acc for O,
 //   the same with the lse_acc strides and unit row stride for LSE) and combine them; 0 picks
-//   mha_fwd_splitkv_num_splits(...) when both partial buffers are given, else 1.
+//   mha_fwd_splitkv_num_splits(...) when both partial buffers are given, else 1. Group mode indexes partial rows by
+//   their physical (seqstart_q) position and ignores the batch strides: size them [splits, nhead_q, total_q(, d_v)].
+// - Page tables, seqlen_k_ptr and cache_batch_idx are device data and are not checked; batch mode requires
+//   seqlen_k (the longest cache) <= batch_stride_block_table * page_block_size.
 // - has_sink enables sink tokens (sink_size); there are no sink logits in this struct. No dropout (as in AITER).
 struct mha_fwd_splitkv_args
 {
@@ -292,7 +295,7 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
                                                              bool has_sink = false);
 
 // Not in AITER: the split count mha_fwd_splitkv uses for num_splits = 0, so a caller can size lse_acc / o_acc
-// ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32). 1 when the grid already fills 80% of the GPU's CTA
+// ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32; group mode [num_splits, nhead_q, total_q(, hdim_v)]). 1 when the grid already fills 80% of the GPU's CTA
 // slots; otherwise the fewest splits whose last wave is at least 85% as full as the best split count's (split counts
 // that leave the key blocks per split unchanged are skipped). Query heads sharing a KV head are packed into one CTA
 // (unless bias_type != 0); up to 16 packed rows run on the decode tile (32-key blocks, counted as 5 CTAs per SM).

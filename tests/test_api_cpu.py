@@ -45,6 +45,8 @@ EXPECTED = {
     "splitkv_gappy": "is_gappy",
     "splitkv_heads": "must be a positive multiple of nhead_k",
     "prefill_empty": "mha_batch_prefill: invalid argument: batch must be in [1",
+    "splitkv_paged_len": "exceeds batch_stride_block_table x page_block_size",
+    "prefill_page_stride": "the page strides) must be non-negative multiples of 8 elements",
 }
 
 

@@ -566,6 +566,11 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
         return fail(who + ": " + why);
     if (p.kv.page_size > 0 && (f.stride_k >= kMaxKvRowStride || f.stride_v >= kMaxKvRowStride))
         return fail(who + ": invalid argument: stride_k and stride_v must be below 2^24 elements");
+    // paged K/V: batch_stride_k / _v are page strides, read in group mode too (the forward checks skip them there)
+    if (p.kv.page_size > 0 && (f.batch_stride_k < 0 || f.batch_stride_v < 0 || f.batch_stride_k % kVecElems ||
+                               f.batch_stride_v % kVecElems))
+        return fail(who + ": invalid argument: batch_stride_k and batch_stride_v (the page strides) must be "
+                    "non-negative multiples of 8 elements, got " + str(f.batch_stride_k) + ", " + str(f.batch_stride_v));
     if (int64_t(p.batch) * p.split.num_splits > kMaxGridYZ)
         return fail(who + ": invalid argument: batch * num_splits must be <= " + str(kMaxGridYZ) + ", got " +
                     str(int64_t(p.batch) * p.split.num_splits));
@@ -641,8 +646,11 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     }
     if (args.cache_batch_idx != nullptr && (is_group_mode || !aligned(args.cache_batch_idx, 4)))
         return bad("cache_batch_idx needs batch mode and a 4-byte aligned int32 [batch] array");
-    if (!is_group_mode && args.seqlen_k_ptr != nullptr && !aligned(args.seqlen_k_ptr, 4))
+    if (args.seqlen_k_ptr != nullptr && !aligned(args.seqlen_k_ptr, 4))
         return bad("seqlen_k_ptr must be 4-byte aligned (int32 [batch])");
+    if (paged && !is_group_mode && int64_t(args.seqlen_k) > int64_t(args.batch_stride_block_table) * args.page_block_size)
+        return bad("seqlen_k (" + str(args.seqlen_k) + ", the longest cache) exceeds batch_stride_block_table x "
+                   "page_block_size (" + str(int64_t(args.batch_stride_block_table) * args.page_block_size) + ")");
 
     int splits = args.num_splits;
     const int max_q = is_group_mode ? args.max_seqlen_q : args.seqlen_q;

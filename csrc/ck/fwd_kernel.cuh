@@ -50,7 +50,7 @@ struct SeqInfo
         if (kv.page_indptr != nullptr)
         {
             const int pages = kv.page_indptr[b + 1] - kv.page_indptr[b];
-            seqlen_k = pages > 0 ? kv.page_size * (pages - 1) + kv.last_page_lens[b] : 0;
+            seqlen_k = pages > 0 ? kv.page_size * (pages - 1) + min(kv.last_page_lens[b], kv.page_size) : 0;
         }
         else if (!p.seq.is_group && kv.seqlen_k != nullptr)
             seqlen_k = kv.seqlen_k[b];

@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_c
 {
     const int h = blockIdx.x, seq = blockIdx.y, D = p.head_size;
     const int ctx = p.context_lens[seq];
-    const int parts = (ctx + p.partition_size - 1) / p.partition_size;
+    const int parts = min((ctx + p.partition_size - 1) / p.partition_size, p.num_partitions);
     const int64_t base = (int64_t(seq) * p.num_heads + h) * p.num_partitions;
     float m = -INFINITY;
     for (int i = 0; i < parts; ++i)
@@ -344,6 +344,11 @@ __global__ void __launch_bounds__(kAsmThreads) pa_asm_kernel(const __grid_consta
             {
                 float vf[8];
                 load8(vb + (tg * kAsmHead + d) * kX, vf);
+#pragma unroll
+#pragma unroll
+                for (int e = 0; e < 8; ++e) // slots past the context may hold anything (0 * NaN = NaN)
+                    if (b * kAsmBlock + tg * kX + e >= ctx)
+                        vf[e] = 0.f;
 #pragma unroll
                 for (int g = 0; g < kMaxGroup; ++g)
                     if (g < G)

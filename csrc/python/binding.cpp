@@ -790,8 +790,13 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
     a.alibi_slopes = alibi ? static_cast<const float*>(alibi->data()) : nullptr;
     a.workspace = ws.data(), a.workspace_bytes = ws.numel() * ((ws.dtype().bits + 7) / 8);
     a.num_kv_heads = static_cast<int>(hk), a.block_size = static_cast<int>(bs);
-    a.block_tables_stride = tables.stride(0) > 0 ? tables.stride(0) : static_cast<int>(tables.size(1));
-    a.max_context_len = static_cast<int>(int_arg(max_context_len, "max_context_len", 0, kIndexMax));
+    if (q.size(0) > 1 && tables.stride(0) < tables.size(1))
+        invalid("block_tables rows must not overlap (stride(0) = " + std::to_string(tables.stride(0)) + " < " +
+                std::to_string(tables.size(1)) + " entries per row)");
+    a.block_tables_stride = q.size(0) > 1 ? tables.stride(0) : static_cast<int>(tables.size(1));
+    a.max_context_len = static_cast<int>(int_arg(max_context_len, "max_context_len", 0,
+                                                 std::min<int64_t>(bs * tables.size(1), kIndexMax),
+                                                 " (block_size x the block_tables width)"));
     a.partition_size = static_cast<int>(int_arg(partition_size, "partition_size", 1, 1 << 20));
     a.k_stride_block = k.stride(0), a.v_stride_block = v.stride(0);
     a.k_stride_head = nhd ? k.stride(2) : k.stride(1);
@@ -862,8 +867,14 @@ py::object pa_fwd_asm(const py::object& q_o, const py::object& k_o, const py::ob
     a.o_stride_head = out_in ? out_in->stride(1) : 128;
     a.key_cache = k.data(), a.value_cache = v.data();
     a.num_kv_heads = static_cast<int>(k.size(1)), a.block_size = 16;
-    a.block_tables_stride = static_cast<int>(int_arg(tables_stride0, "block_tables_stride0", 1, kIndexMax));
-    a.max_context_len = a.block_size * a.block_tables_stride;
+    // AITER passes the row stride separately; it must be the table's own (rows never overlap, never run past it)
+    const int64_t stride0 = int_arg(tables_stride0, "block_tables_stride0", 1, kIndexMax);
+    if (q.size(0) > 1 && stride0 != tables.stride(0))
+        invalid("block_tables_stride0 (" + std::to_string(stride0) + ") must equal block_tables.stride(0) (" +
+                std::to_string(tables.stride(0)) + ")");
+    a.block_tables_stride = static_cast<int>(stride0);
+    // each context must fit the table width: context_lens are device data, so this bounds what the kernel may read
+    a.max_context_len = static_cast<int>(std::min<int64_t>(int64_t(a.block_size) * tables.size(1), kIndexMax));
     a.partition_size = 16;
     a.k_stride_block = k.stride(0), a.k_stride_head = k.stride(1);
     a.v_stride_block = v.stride(0), a.v_stride_head = v.stride(1);

@@ -97,12 +97,27 @@ int main(int argc, char** argv)
     split("splitkv_table", [](auto& s) { s.page_block_size = 16, s.block_table_ptr = nullptr; });
     split("splitkv_cbi", [](auto& s) { s.page_block_size = 16, s.batch_stride_block_table = 8, s.block_table_ptr = s.o_ptr, s.cache_batch_idx = s.q_ptr; });
     split("splitkv_gappy", [](auto& s) { s.is_gappy = true; });
+    split("splitkv_paged_len", [](auto& s) { s.page_block_size = 16, s.batch_stride_block_table = 8, s.block_table_ptr = s.o_ptr; });
     split("splitkv_heads", [](auto& s) { s.nhead_k = 3; });
 
     aiter::mha_batch_prefill_args bp{};
     const float rp = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
                                               bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
     std::printf("prefill_empty %g %s\n", rp, aiter::mha_get_last_error());
+    // a well-formed group-mode prefill on fake buffers whose page stride is not a multiple of 8 elements
+    static char pbuf[1024] __attribute__((aligned(16)));
+    bp.q_ptr = bp.k_ptr = bp.v_ptr = pbuf, bp.o_ptr = pbuf, bp.seqstart_q_ptr = pbuf;
+    bp.kv_indptr = bp.kv_page_indices = bp.kv_last_page_lens = pbuf;
+    bp.batch = 2, bp.max_seqlen_q = 64, bp.hdim_q = bp.hdim_v = 128, bp.nhead_q = 8, bp.nhead_k = 2;
+    bp.page_block_size = 16, bp.num_total_pages = 100, bp.scale_s = 0.088f;
+    bp.stride_q = bp.stride_o = 8 * 128, bp.stride_k = bp.stride_v = 2 * 128;
+    bp.nhead_stride_q = bp.nhead_stride_o = bp.nhead_stride_k = bp.nhead_stride_v = 128;
+    bp.batch_stride_k = bp.batch_stride_v = 1004;
+    bp.window_size_left = bp.window_size_right = -1;
+    bp.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    const float rs = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
+                                              bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
+    std::printf("prefill_page_stride %g %s\n", rs, aiter::mha_get_last_error());
     std::printf("heuristic %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(128, 32, 8, 1, 8192),
                 aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 131072), aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 64));
     return 0;
