@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One GPU-machine session: build everything, run the smoke sweeps and pytest, time the forward against PyTorch SDPA
 # (flash / cuDNN) in the same call, and leave logs under $OUT. Expects .carry/ with the nvidia-cutlass wheel and
-# peer_sdpa.py (the machine has no network). Usage: bash scripts/gpu_check.sh [build] [smoke] [pytest] [perf]
-# (default: all four). MHA_COMPILE_ARGS passes compile.py options through build_mha.sh.
+# peer_sdpa.py (the machine has no network).
+# Usage: bash scripts/gpu_check.sh [build] [smoke] [pytest] [perf] [paged] [decode]
+# (default: the first four). paged: the split-KV smoke section, the paged-attention tests with AITER's repro and
+# stress, and kvcache_check; decode: scripts/decode_bench.py. MHA_COMPILE_ARGS passes compile.py options through
+# build_mha.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
@@ -36,6 +39,18 @@ if has pytest; then
   echo "== pytest"
   timeout 300 python3 -m pytest tests -q -rs -m "not smoke" -x > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?"
   tail -n 12 "$OUT/pytest.log"
+fi
+if has paged; then
+  echo "== split-KV smoke section + paged-attention tests"
+  timeout 300 bash smoke_tests/smoke_test_fwd.sh -j 16 -m splitkv -o /tmp/smoke_splitkv ./benchmark_mha_fwd \
+    > "$OUT/smoke_splitkv.log" 2>&1; echo "splitkv smoke rc=$?"; grep -E "^smoke_test_fwd|FAILED" "$OUT/smoke_splitkv.log" | head
+  AITER_RUN_REPRO_SHAPES=1 AITER_RUN_STRESS=1 timeout 300 python3 -m pytest tests/test_gpu_paged.py \
+    tests/test_pa_merged.py tests/test_gpu_kvcache.py -q -s -rs > "$OUT/paged.log" 2>&1; echo "paged pytest rc=$?"
+  grep -E "perf repro|passed|failed" "$OUT/paged.log" | tail -n 4
+fi
+if has decode; then
+  echo "== decode benchmark (ours vs PyTorch SDPA, same call)"
+  timeout 200 python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd 2>&1 | grep -v -E "Warning|t = event" | tee "$OUT/decode.log"
 fi
 if has perf; then
   echo "== perf grid (ours vs PyTorch SDPA flash / cuDNN, same call)"
