@@ -316,8 +316,15 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
 
     // S += Q K[n]^T into a cleared acc_s from the K tile in `tSsK_n`, score modifiers, then the mask.
     auto score = [&](auto& acc_s, int n_block, auto const& tSsK_n) {
-        gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK_n, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q, smem_thr_k);
         const int n_begin = n_block * kBlockN;
+        // kSkipPadKeys: the MMAs past seqlen_k of a partial last key block are skipped (those columns are masked
+        // below: the tile is not fully visible).
+        if constexpr (Kt::kSkipPadKeys)
+            gemm_smem_smem_cols(acc_s, tSrQ, tSrK, tSsQ, tSsK_n, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q,
+                                smem_thr_k, seqlen_k - n_begin);
+        else
+            gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK_n, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q,
+                           smem_thr_k);
         if constexpr (Kt::kFull)
             mods.apply(acc_s, tScS, m_begin, n_begin);
         if (!mask.tile_fully_visible(q_begin, q_tile_end, n_begin, n_begin + kBlockN))
@@ -411,7 +418,13 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             for (int i = 0; i < size(acc_s); ++i)
                 tOrP(i) = static_cast<Element>(acc_s(i));
             Tensor tOrP_a = make_tensor(tOrP.data(), acc_to_a_operand_layout(tOrP.layout()));
-            gemm_reg_smem(acc_o, tOrP_a, tOrVt, tOsVt, tiled_mma, smem_copy_v, smem_thr_v);
+            // the partial last block skips the MMAs of P columns past seqlen_k (zeros). One code path for every
+            // block: a separate call for the partial block doubles the spill (d128: 40 -> 440 B).
+            if constexpr (Kt::kSkipPadKeys)
+                gemm_reg_smem_keys(acc_o, tOrP_a, tOrVt, tOsVt, tiled_mma, smem_copy_v, smem_thr_v,
+                                   seqlen_k - n * kBlockN);
+            else
+                gemm_reg_smem(acc_o, tOrP_a, tOrVt, tOsVt, tiled_mma, smem_copy_v, smem_thr_v);
         }
     }
     else

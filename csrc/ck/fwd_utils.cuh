@@ -129,6 +129,44 @@ __device__ __forceinline__ void gemm_smem_smem(Acc& acc, RA& tCrA, RB& tCrB, SA 
     }
 }
 
+// gemm_smem_smem for a B tile (keys) of which only the first `n_valid` rows hold keys (the last, partial key block):
+// n8 MMAs wholly past n_valid are skipped, so their accumulators stay as they were (the caller masks those columns).
+// The branches are warp-uniform. The ldmatrix loads stay unconditional: a conditionally loaded fragment would keep
+// its previous contents alive across the mainloop (d128: 96 registers, 1.7 KB of spill).
+template <typename Acc, typename RA, typename RB, typename SA, typename SB, typename TiledMma, typename CopyA,
+          typename CopyB, typename ThrCopyA, typename ThrCopyB>
+__device__ __forceinline__ void gemm_smem_smem_cols(Acc& acc, RA& tCrA, RB& tCrB, SA const& tCsA, SB const& tCsB,
+                                                    TiledMma const& tiled_mma, CopyA const& copy_a,
+                                                    CopyB const& copy_b, ThrCopyA const& thr_copy_a,
+                                                    ThrCopyB const& thr_copy_b, int n_valid)
+{
+    Tensor tCrA_view = thr_copy_a.retile_D(tCrA);
+    Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
+    cute::copy(copy_a, tCsA(_, _, _0{}), tCrA_view(_, _, _0{}));
+    cute::copy(copy_b, tCsB(_, _, _0{}), tCrB_view(_, _, _0{}));
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(tCrA); ++k)
+    {
+        if (k < size<2>(tCrA) - 1)
+        {
+            cute::copy(copy_a, tCsA(_, _, k + 1), tCrA_view(_, _, k + 1));
+            cute::copy(copy_b, tCsB(_, _, k + 1), tCrB_view(_, _, k + 1));
+        }
+        // serpentine over (m, n) as cute::gemm does; n8 tile n holds keys [8n, 8n + 8)
+        CUTE_UNROLL
+        for (int m = 0; m < size<1>(tCrA); ++m)
+        {
+            CUTE_UNROLL
+            for (int i = 0; i < size<1>(tCrB); ++i)
+            {
+                const int n = (m & 1) ? size<1>(tCrB) - 1 - i : i;
+                if (n * 8 < n_valid)
+                    cute::gemm(tiled_mma, tCrA(_, m, k), tCrB(_, n, k), acc(_, m, n));
+            }
+        }
+    }
+}
+
 template <typename Acc, typename RA, typename RB, typename SB, typename TiledMma, typename CopyB, typename ThrCopyB>
 __device__ __forceinline__ void gemm_reg_smem(Acc& acc, RA const& tCrA, RB& tCrB, SB const& tCsB,
                                               TiledMma const& tiled_mma, CopyB const& copy_b,
@@ -140,6 +178,23 @@ __device__ __forceinline__ void gemm_reg_smem(Acc& acc, RA const& tCrA, RB& tCrB
     {
         cute::copy(copy_b, tCsB(_, _, k), tCrB_view(_, _, k));
         cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+    }
+}
+
+// gemm_reg_smem where only the first `k_valid` entries of the k extent (keys of P V) are non-zero: the MMAs of whole
+// 16-key steps past k_valid are skipped (P is exactly zero there). Warp-uniform.
+template <typename Acc, typename RA, typename RB, typename SB, typename TiledMma, typename CopyB, typename ThrCopyB>
+__device__ __forceinline__ void gemm_reg_smem_keys(Acc& acc, RA const& tCrA, RB& tCrB, SB const& tCsB,
+                                                   TiledMma const& tiled_mma, CopyB const& copy_b,
+                                                   ThrCopyB const& thr_copy_b, int k_valid)
+{
+    Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(tCrA); ++k)
+    {
+        cute::copy(copy_b, tCsB(_, _, k), tCrB_view(_, _, k)); // unconditional: see gemm_smem_smem_cols
+        if (k * 16 < k_valid)
+            cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), acc);
     }
 }
 
