@@ -33,9 +33,11 @@ fi
 if [[ "$API" == bwd || "$API" == all || "$API" == "" ]]; then
   if [[ -f "$SCRIPT_DIR/benchmark/benchmark_mha_bwd.cpp" ]]; then
     echo "[build_mha.sh] linking benchmark_mha_bwd"
-    "$NVCC" "${COMMON[@]}" "$SCRIPT_DIR/benchmark/benchmark_mha_bwd.cpp" -lmha_bwd -o benchmark_mha_bwd
+    # shellcheck disable=SC2086
+    "$NVCC" "${COMMON[@]}" $ARCH_FLAGS "$SCRIPT_DIR/benchmark/benchmark_mha_bwd.cpp" \
+      "$SCRIPT_DIR/benchmark/device_fill.cu" -lmha_bwd -o benchmark_mha_bwd
     ln -sf benchmark_mha_bwd bwd.exe
   else
-    echo "[build_mha.sh] benchmark_mha_bwd: no backward kernels yet, nothing to link"
+    echo "[build_mha.sh] benchmark/benchmark_mha_bwd.cpp is absent, nothing to link"
   fi
 fi

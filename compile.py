@@ -161,17 +161,19 @@ def main(argv=None) -> int:
 
         build_dir = os.path.abspath(a.build_dir)
         gen_dir = os.path.join(build_dir, "gen")
-        sources = []
+        sources, bwd_sources = [], []
         for i in chosen:
             path = os.path.join(gen_dir, "instances", i.name + ".cu")
             gen.write_if_changed(path, gen.instance_source(i))
-            sources.append(path)
+            (bwd_sources if i.api == "bwd" else sources).append(path)
         gen.write_if_changed(os.path.join(gen_dir, "fwd_table.cpp"), gen.fwd_table_source(everything, chosen, archs))
+        gen.write_if_changed(os.path.join(gen_dir, "bwd_table.cpp"), gen.bwd_table_source(everything, chosen, archs))
         want_fwd = any(x in apis for x in ("fwd", "fwd_splitkv", "batch_prefill"))
         want_bwd = "bwd" in apis
         py = None if a.no_python else python_build_info()
         text = write_ninja(root=ROOT, build_dir=build_dir, out_dir=os.getcwd(), nvcc=nvcc, cutlass_include=cutlass,
-                           archs=archs, kernel_sources=sources, want_fwd=want_fwd, want_bwd=want_bwd, python=py,
+                           archs=archs, kernel_sources=sources, bwd_kernel_sources=bwd_sources, want_fwd=want_fwd,
+                           want_bwd=want_bwd, python=py,
                            extra_flags=os.environ.get("MHA_NVCC_FLAGS", ""))
         gen.write_if_changed(os.path.join(build_dir, "build.ninja"), text)
 

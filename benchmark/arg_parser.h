@@ -92,6 +92,8 @@ public:
         return true;
     }
 
+    bool has(const std::string& key) const { return args_.count(key) != 0; }
+
     std::string get_str(const std::string& key) const { return args_.at(key).value; }
 
     // atoi semantics on purpose: "16," reads as 16, garbage reads as 0 (as in CK).

@@ -97,6 +97,9 @@ enum class InitMethod
     normal_float,  // nf: normal(0, sqrt 3)
     trig_float,    // tf / 2: cos(i)
     uniform_quant, // ufq / uf:q / 3: [-1, 1) (AITER: +-dtype max, meant for fp8 quantisation)
+    // benchmark_mha_bwd's -init (CK's backward example ranges)
+    small_int,       // 0: integers in [-2, 2]
+    symmetric_float, // 1: [-1, 1)
 };
 
 // Values rounded to T: `host` holds them as T for the upload, `exact` as float for the host reference.
@@ -105,6 +108,7 @@ void fill_tensor(InitMethod method, uint32_t seed, std::vector<T>& host, std::ve
 {
     std::mt19937 gen(seed);
     std::uniform_int_distribution<int> uniform_int(-3, 3);
+    std::uniform_int_distribution<int> small_int(-2, 2);
     std::uniform_real_distribution<float> unit(0.f, 1.f);
     std::uniform_real_distribution<float> symmetric(-1.f, 1.f);
     std::normal_distribution<float> normal(0.f, std::sqrt(3.f));
@@ -120,6 +124,8 @@ void fill_tensor(InitMethod method, uint32_t seed, std::vector<T>& host, std::ve
         case InitMethod::normal_float: x = normal(gen); break;
         case InitMethod::trig_float: x = std::cos(float(i)); break;
         case InitMethod::uniform_quant: x = symmetric(gen); break;
+        case InitMethod::small_int: x = float(small_int(gen)); break;
+        case InitMethod::symmetric_float: x = symmetric(gen); break;
         }
         host[i]  = DTypeTraits<T>::from_float(x);
         exact[i] = DTypeTraits<T>::to_float(host[i]);

@@ -1,10 +1,11 @@
 // benchmark_mha_fwd: AITER's forward benchmark and verifier on top of aiter::mha_fwd (include/mha_fwd.h, libmha_fwd.so).
 // Same flags, defaults, header line, "ms / TFlops / GB/s / valid:y|n" output and exit codes as AITER's
 // op_tests/cpp/mha/benchmark_mha_fwd.cpp (spec sections 4.1-4.5): 0 pass, -1 bad arguments or -?, -2 unsupported,
-// invalid, failed validation or CUDA error, -3 unknown -prec. Flags and the header live in fwd_config.h. This file lays
-// the tensors out (batch or group mode, spec 1.7), fills and uploads them, calls the library and validates O and LSE:
-// -v=1 against the host reference (csrc/reference/host_reference.h), -v=2 against the naive GPU kernel
-// (csrc/reference/naive_attention.cu); with dropout both replay the random values the library stored.
+// invalid, failed validation or CUDA error, -3 unknown -prec. Flags and the header live in fwd_config.h, the tensor
+// layouts (batch or group mode, spec 1.7) in bench_problem.h. This file fills and uploads the tensors, calls the
+// library and validates O and LSE: -v=1 against the host reference (csrc/reference/host_reference.h), -v=2 against
+// the naive GPU kernel (csrc/reference/naive_attention.cu); with dropout both replay the random values the library
+// stored.
 
 #include "bench_common.h"
 #include "device_fill.h"
@@ -34,69 +35,8 @@ namespace {
 
 using namespace bench;
 
-// A [batch, nhead, seqlen, hdim] tensor stored bhsd (perm) or bshd; strides per spec 1.7.
-struct TensorLayout
-{
-    reference::Strides strides;
-    int64_t elements;
-};
-
-TensorLayout make_layout(bool perm, int batch, int nhead, int seqlen, int hdim)
-{
-    const int64_t h = nhead, s = seqlen, d = hdim;
-    return TensorLayout{{h * s * d, perm ? s * d : d, perm ? d : h * d}, int64_t(batch) * h * s * d};
-}
-
-// Where every tensor of one call lives. Batch mode: shape [b, h, s, d] with the common lengths; group mode: shape
-// [1, h, total, d], batch b starting at row seqstart[b]. Bias and randval are [shape_b, h, shape_s_q, max_s_k]
-// (bias broadcast over batch / head by rank), LSE [shape_b, h, shape_s_q]. The references' outputs are packed
-// (attention_spec.h): batch b's rows start at out_start[b].
-struct FwdLayout
-{
-    std::vector<int32_t> seqstart_q, seqstart_k; // [b + 1] physical first rows (group mode: K rows step by kpad)
-    std::vector<int32_t> out_start;              // [b + 1] cumulative seqlen_q
-    int shape_batch, shape_seqlen_q, shape_seqlen_k, max_seqlen_q, max_seqlen_k;
-    TensorLayout q, k, v, o, bias, randval;
-    reference::Strides lse;
-    int64_t lse_elements;
-};
-
-FwdLayout make_fwd_layout(const FwdConfig& c)
-{
-    FwdLayout l;
-    l.out_start  = cumulative(c.seqlen_qs);
-    l.seqstart_q = l.out_start;
-    l.seqstart_k = cumulative(c.seqlen_kpads.empty() ? c.seqlen_ks : c.seqlen_kpads);
-    l.shape_batch    = c.group() ? 1 : c.batch;
-    l.shape_seqlen_q = c.group() ? l.seqstart_q.back() : c.seqlen_qs[0];
-    l.shape_seqlen_k = c.group() ? l.seqstart_k.back() : c.seqlen_ks[0];
-    l.max_seqlen_q   = *std::max_element(c.seqlen_qs.begin(), c.seqlen_qs.end());
-    l.max_seqlen_k   = *std::max_element(c.seqlen_ks.begin(), c.seqlen_ks.end());
-
-    l.q = make_layout(c.iperm, l.shape_batch, c.nhead, l.shape_seqlen_q, c.hdim_q);
-    l.k = make_layout(c.iperm, l.shape_batch, c.nhead_k, l.shape_seqlen_k, c.hdim_q);
-    l.v = make_layout(c.iperm, l.shape_batch, c.nhead_k, l.shape_seqlen_k, c.hdim_v);
-    l.o = make_layout(c.operm, l.shape_batch, c.nhead, l.shape_seqlen_q, c.hdim_v);
-
-    const int64_t h = c.nhead, sq = l.shape_seqlen_q, sk = l.max_seqlen_k;
-    const int rank  = c.bias.type == bias_enum::elementwise_bias ? c.bias.rank_info : 0;
-    l.bias    = TensorLayout{{rank == 2 ? h * sq * sk : 0, rank >= 1 ? sq * sk : 0, sk},
-                             (rank == 2 ? l.shape_batch : 1) * (rank >= 1 ? h : 1) * sq * sk};
-    l.randval = TensorLayout{{h * sq * sk, sq * sk, sk}, l.shape_batch * h * sq * sk};
-    l.lse     = reference::Strides{h * sq, sq, 1};
-    l.lse_elements = l.shape_batch * h * sq;
-    return l;
-}
-
 // Host copies of Q / K / V only when something is validated.
 bool host_inputs(const FwdConfig& c) { return c.validation > 0; }
-
-template <typename T>
-cudaError_t device_fill(DeviceBuffer& buf, int64_t n, uint32_t seed)
-{
-    cudaError_t e = buf.allocate(sizeof(T) * size_t(n));
-    return e == cudaSuccess ? fill_uniform_device(buf.get(), n, std::is_same_v<T, __nv_bfloat16>, seed) : e;
-}
 
 // The host-side inputs: values rounded to the dtype (T for the upload, float for the host reference).
 template <typename T>
@@ -109,7 +49,7 @@ struct HostInputs
 };
 
 template <typename T>
-HostInputs<T> make_inputs(const FwdConfig& c, const FwdLayout& l)
+HostInputs<T> make_inputs(const FwdConfig& c, const ProblemLayout& l)
 {
     HostInputs<T> in;
     if (host_inputs(c)) // -v=0 fills Q / K / V on the device (upload_inputs)
@@ -173,7 +113,7 @@ std::vector<int32_t> shuffled_iota(int n, uint32_t seed)
     return v;
 }
 
-KvCacheLayout make_kvcache_layout(const FwdConfig& c, const FwdLayout& l)
+KvCacheLayout make_kvcache_layout(const FwdConfig& c, const ProblemLayout& l)
 {
     KvCacheLayout kv;
     if (c.page_block_size > 0)
@@ -202,7 +142,7 @@ KvCacheLayout make_kvcache_layout(const FwdConfig& c, const FwdLayout& l)
 // Scatters the logical K / V (layout l) into the cache layout; cache rows no key maps to hold NaN, so a kernel that
 // reads one fails validation.
 template <typename T>
-int upload_kvcache(const FwdConfig& c, const FwdLayout& l, const KvCacheLayout& kv, const HostInputs<T>& in,
+int upload_kvcache(const FwdConfig& c, const ProblemLayout& l, const KvCacheLayout& kv, const HostInputs<T>& in,
                    DeviceTensors& d)
 {
     if (!host_inputs(c))
@@ -261,7 +201,7 @@ bool stores_randval(const FwdConfig& c) { return c.p_drop > 0.f && c.validation 
 
 
 template <typename T>
-int upload_inputs(const FwdConfig& c, const FwdLayout& l, const HostInputs<T>& in, DeviceTensors& d)
+int upload_inputs(const FwdConfig& c, const ProblemLayout& l, const HostInputs<T>& in, DeviceTensors& d)
 {
     if (host_inputs(c))
     {
@@ -304,12 +244,8 @@ int upload_inputs(const FwdConfig& c, const FwdLayout& l, const HostInputs<T>& i
     return kExitPass;
 }
 
-// run() checked every stride the library reads; the batch strides of group mode are not read and become 0 when they
-// would not fit.
-ck_tile::index_t idx(int64_t v) { return fits_index(v) ? ck_tile::index_t(v) : 0; }
-
 // Every field set explicitly; fp8 descales and block scales (not run by this build) get null pointers and zeros.
-aiter::mha_fwd_args make_fwd_args(const FwdConfig& c, const FwdLayout& l, const DeviceTensors& d)
+aiter::mha_fwd_args make_fwd_args(const FwdConfig& c, const ProblemLayout& l, const DeviceTensors& d)
 {
     aiter::mha_fwd_args a;
     a.use_asm_v3      = c.fwd_v3;
@@ -398,7 +334,7 @@ aiter::mha_fwd_args make_fwd_args(const FwdConfig& c, const FwdLayout& l, const 
 
 // mha_fwd_splitkv's arguments: the forward's, with the cache tensors and CK's partial layouts
 // (lse_acc [shape_b, h, splits, shape_s_q], o_acc [shape_b, h, splits, shape_s_q, d_v]).
-aiter::mha_fwd_splitkv_args make_splitkv_args(const FwdConfig& c, const FwdLayout& l, const KvCacheLayout& kv,
+aiter::mha_fwd_splitkv_args make_splitkv_args(const FwdConfig& c, const ProblemLayout& l, const KvCacheLayout& kv,
                                               const DeviceTensors& d)
 {
     const aiter::mha_fwd_args f = make_fwd_args(c, l, d);
@@ -434,51 +370,9 @@ aiter::mha_fwd_splitkv_args make_splitkv_args(const FwdConfig& c, const FwdLayou
     return a;
 }
 
-// Where the arrays a reference reads live: host memory for -v=1 (fp32 copies of the inputs), device memory for -v=2.
-struct ReferenceArrays
-{
-    const int32_t *seqlen_q, *seqlen_k, *out_start, *seqstart_q, *seqstart_k; // seqstart_*: nullptr in batch mode
-    const void *q, *k, *v, *bias;
-    const float *alibi_slopes, *sink;
-    const uint8_t* randval;
-    float *o, *lse;
-};
-
-// The references' view of the call: shapes, strides and features from the config, arrays from `a`.
-reference::AttentionProblem make_reference_problem(const FwdConfig& c, const FwdLayout& l, const ReferenceArrays& a)
-{
-    reference::AttentionProblem p{};
-    p.batch = c.batch, p.nhead_q = c.nhead, p.nhead_k = c.nhead_k, p.hdim_q = c.hdim_q, p.hdim_v = c.hdim_v;
-    p.max_seqlen_q = l.max_seqlen_q;
-    p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k, p.out_start = a.out_start;
-    p.seqstart_q = a.seqstart_q, p.seqstart_k = a.seqstart_k;
-    p.q = a.q, p.k = a.k, p.v = a.v;
-    p.q_strides = l.q.strides, p.k_strides = l.k.strides, p.v_strides = l.v.strides;
-    p.scale   = c.scale_s;
-    p.softcap = c.logits_soft_cap;
-    // window_generic: the library anchors (left, right) = (y, x) bottom-right, as CK's device code
-    p.mask      = reference::MaskSpec{int(c.mask.type), c.mask.left, c.mask.right, c.mask.sink_size};
-    p.bias_type = int(c.bias.type);
-    p.bias = a.bias, p.bias_strides = l.bias.strides;
-    p.alibi_slopes       = a.alibi_slopes;
-    p.alibi_batch_stride = c.bias.rank_info == 1 ? c.nhead : 0;
-    p.sink               = a.sink;
-    if (c.p_drop > 0.f)
-    {
-        const float keep  = 1.f - c.p_drop; // fp32, as the library computes the threshold
-        p.randval         = a.randval;
-        p.randval_strides = l.randval.strides;
-        p.keep_threshold  = uint8_t(std::floor(keep * 255.f));
-        p.rp_keep         = 1.f / keep;
-    }
-    p.o   = a.o;
-    p.lse = a.lse;
-    return p;
-}
-
 // Reads the library's O (any layout) and LSE back in the references' packed fp32 layout.
 template <typename T>
-int download_outputs(const FwdConfig& c, const FwdLayout& l, const DeviceTensors& d, std::vector<float>& out_o,
+int download_outputs(const FwdConfig& c, const ProblemLayout& l, const DeviceTensors& d, std::vector<float>& out_o,
                      std::vector<float>& out_lse)
 {
     std::vector<T> o_host(size_t(l.o.elements));
@@ -504,7 +398,7 @@ int download_outputs(const FwdConfig& c, const FwdLayout& l, const DeviceTensors
 
 // -v=1 on the host, -v=2 with the naive GPU kernel on the library's own device inputs.
 template <typename T>
-int run_reference(const FwdConfig& c, const FwdLayout& l, const HostInputs<T>& in, const DeviceTensors& d,
+int run_reference(const FwdConfig& c, const ProblemLayout& l, const HostInputs<T>& in, const DeviceTensors& d,
                   std::vector<float>& ref_o, std::vector<float>& ref_lse)
 {
     const int64_t rows = int64_t(c.nhead) * l.out_start.back();
@@ -563,19 +457,9 @@ int run_reference(const FwdConfig& c, const FwdLayout& l, const HostInputs<T>& i
     return kExitPass;
 }
 
-std::string str(const std::vector<int32_t>& v)
-{
-    std::ostringstream os;
-    os << "[";
-    for (size_t i = 0; i < v.size(); ++i)
-        os << (i ? ", " : "") << v[i];
-    os << "]";
-    return os.str();
-}
-
 // Compares batch by batch and stops at the first failing batch, as AITER does.
 template <typename T>
-bool validate(const FwdConfig& c, const FwdLayout& l, const std::vector<float>& out_o,
+bool validate(const FwdConfig& c, const ProblemLayout& l, const std::vector<float>& out_o,
               const std::vector<float>& ref_o, const std::vector<float>& out_lse, const std::vector<float>& ref_lse,
               std::ostream& log)
 {
@@ -630,7 +514,7 @@ int run(const FwdConfig& c)
     if (c.validation == 2 && c.hdim_v > reference::kNaiveMaxHdimV)
         return fail(kExitFailed, "-v=2: the naive GPU reference covers d_v <= ", reference::kNaiveMaxHdimV,
                     "; use -v=1");
-    const FwdLayout l = make_fwd_layout(c);
+    const ProblemLayout l = make_problem_layout(c);
     std::vector<const TensorLayout*> strided{&l.q, &l.k, &l.v, &l.o};
     if (c.bias.type == bias_enum::elementwise_bias)
         strided.push_back(&l.bias);

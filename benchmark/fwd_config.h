@@ -3,8 +3,7 @@
 // into FwdConfig with the per-batch sequence lengths resolved (group mode draws them like CK's benchmark, from
 // -seed), the features this build does not run yet, and the header line that starts every output line (spec 4.4).
 
-#include "arg_parser.h"
-#include "bench_common.h"
+#include "bench_problem.h"
 
 #include <iostream>
 #include <random>
@@ -97,83 +96,25 @@ inline const char* qscale_str(quant_scale_enum q)
     return q == quant_scale_enum::no_scale ? "n" : q == quant_scale_enum::pertensor ? "pt" : "bs";
 }
 
-// Every flag, decoded.
-struct FwdConfig
+// Every flag, decoded: the shared ones (bench_problem.h) and the forward's own.
+struct FwdConfig : ProblemConfig
 {
-    std::string prec;
-    int validation; // 0 none, 1 host, 2 naive GPU
-    int mode;       // 0 batch, 1 group
-    int batch, nhead, nhead_k, hdim_q, hdim_v, seqlen_knew;
-    // Logical lengths per batch; kpad: physical K rows per batch (group mode with -s_kpad only, else empty).
-    std::vector<int32_t> seqlen_qs, seqlen_ks, seqlen_kpads;
-    float scale_s, logits_soft_cap;
+    int seqlen_knew;
     quant_scale_enum qscale;
-    bool iperm, operm;
-    BiasInfo bias;
-    MaskInfo mask;
     std::string vlayout;
     bool lse;
-    int kname;
-    InitMethod init;
     bool init_sink;
-    uint32_t seed; // resolved: never 0
-    float p_drop;
-    uint64_t drop_seed, drop_offset;
-    bool drop_prefs;
-    bool gpu_timer;
     int rotary_dim;
     bool rotary_interleaved;
     int num_splits, page_block_size;
     bool cache_batch_idx;
-    int warmup, repeat;
-    int v3_bf16_cvt;
     bool fwd_v3, is_v3_check;
 
-    bool group() const { return mode == 1; }
     bool has_sink() const { return init_sink || mask.sink_size > 0; }
     // AITER's routing: split-KV or a KV cache (paged or batch-indexed) goes to mha_fwd_splitkv
     bool use_kvcache() const { return page_block_size > 0 || cache_batch_idx; }
     bool use_splitkv() const { return num_splits != 1 || use_kvcache(); }
 };
-
-// Says what is wrong on stderr and hands back the exit code.
-template <typename... Parts>
-int fail(int code, const Parts&... parts)
-{
-    (std::cerr << ... << parts) << std::endl;
-    return code;
-}
-
-// Batch mode: every batch has the first -s / -s_k value. Group mode: CK's generate_missing_seqlens (bench_common.h),
-// with -s_kpad bounding the generated s_k.
-inline int resolve_seqlens(const ArgParser& p, FwdConfig& c, std::mt19937& rng)
-{
-    const std::vector<int32_t> s_list = p.get_int_vec("s"), sk_list = p.get_int_vec("s_k");
-    const std::vector<int32_t> kpad_list = p.get_int_vec("s_kpad");
-    if (!c.group())
-    {
-        const int32_t s  = s_list.empty() ? 0 : s_list[0];
-        const int32_t sk = sk_list.empty() || sk_list[0] < 0 ? s : sk_list[0];
-        c.seqlen_qs.assign(size_t(c.batch), s);
-        c.seqlen_ks.assign(size_t(c.batch), sk);
-        return s < 0 ? fail(kExitFailed, "s must be non-negative") : kExitPass;
-    }
-    for (int32_t s : s_list)
-        if (s < 0)
-            return fail(kExitFailed, "s must be non-negative");
-    const bool has_kpad = !kpad_list.empty() && kpad_list[0] >= 0;
-    if (has_kpad)
-    {
-        c.seqlen_kpads = kpad_list;
-        c.seqlen_kpads.resize(size_t(c.batch), kpad_list.back());
-    }
-    c.seqlen_qs = seqlens_from_list(s_list, c.batch, -1, {}, rng);
-    c.seqlen_ks = seqlens_from_list(sk_list, c.batch, has_kpad ? c.seqlen_kpads.back() : -1, c.seqlen_qs, rng);
-    for (int b = 0; b < c.batch; ++b)
-        if (has_kpad && c.seqlen_kpads[b] < c.seqlen_ks[b])
-            return fail(kExitFailed, "kpad must be greater than or equal to seqlen for k");
-    return kExitPass;
-}
 
 // kExitPass, or the exit code after saying what is wrong: kExitBadArgs for a value outside a flag's grammar,
 // kExitFailed for an inconsistent problem (as AITER's run() returning false).
@@ -221,13 +162,8 @@ inline int read_fwd_config(const ArgParser& p, FwdConfig& c)
 
     if (c.validation < 0 || c.validation > 2)
         return fail(kExitBadArgs, "-v must be 0, 1 or 2, got ", c.validation);
-    if (c.mode != 0 && c.mode != 1)
-        return fail(kExitBadArgs, "-mode must be 0 (batch) or 1 (group), got ", c.mode);
-    if (!MaskInfo::decode(p.get_str("mask"), c.mask))
-        return fail(kExitBadArgs, "not supported mask: ", p.get_str("mask"));
-    if (!BiasInfo::decode(p.get_str("bias"), c.bias) || c.bias.rank_info < 0 ||
-        c.bias.rank_info > (c.bias.type == bias_enum::alibi ? 1 : 2))
-        return fail(kExitBadArgs, "not supported bias: ", p.get_str("bias"));
+    if (const int rc = decode_problem_grammar(p, c); rc != kExitPass)
+        return rc;
     using Q = quant_scale_enum;
     if (!decode_name(p.get_str("qscale"),
                      {{"n", Q::no_scale}, {"0", Q::no_scale}, {"pt", Q::pertensor}, {"1", Q::pertensor},
@@ -241,20 +177,7 @@ inline int read_fwd_config(const ArgParser& p, FwdConfig& c)
                       {"ufq", I::uniform_quant}, {"uf:q", I::uniform_quant}, {"3", I::uniform_quant}},
                      c.init))
         return fail(kExitBadArgs, "not supported init method: ", p.get_str("init"));
-
-    if (c.batch < 1 || c.nhead < 1 || c.nhead_k < 1 || c.hdim_q < 1 || c.hdim_v < 1)
-        return fail(kExitFailed, "b, h, h_k, d, d_v must be positive");
-    if (c.nhead % c.nhead_k != 0)
-        return fail(kExitFailed, "nhead:", c.nhead, " must be multiple of nhead_k:", c.nhead_k);
-    if (c.warmup < 0 || c.repeat < 0)
-        return fail(kExitFailed, "-warmup and -repeat must be non-negative");
-    if (c.p_drop < 0.f || c.p_drop > 1.f)
-        return fail(kExitFailed, "The value of p_drop should be 0~1");
-
-    if (c.seed == 0)
-        c.seed = std::random_device{}();
-    std::mt19937 rng(c.seed); // the sequence lengths come first from -seed, as in CK
-    return resolve_seqlens(p, c, rng);
+    return check_problem(p, c);
 }
 
 // What this build cannot run yet; "" when the library is asked. Each entry is a feature whose flag AITER accepts.
@@ -273,13 +196,6 @@ inline std::string unsupported_reason(const FwdConfig& c)
     if (c.rotary_dim > 0)
         return "rotary embedding (-rotary_dim>0)";
     return "";
-}
-
-inline std::string io_layout(bool iperm, bool operm)
-{
-    const char* in  = iperm ? "bhsd" : "bshd";
-    const char* out = operm ? "bhsd" : "bshd";
-    return iperm == operm ? std::string(in) : std::string(in) + "-" + out;
 }
 
 // AITER's header, batch 0's lengths in s:; sinks (not in AITER) append ", sink:<sink_size>[+logit]".

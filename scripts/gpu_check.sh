@@ -2,9 +2,11 @@
 # One GPU-machine session: build everything, run the smoke sweeps and pytest, time the forward against PyTorch SDPA
 # (flash / cuDNN) in the same call, and leave logs under $OUT. Expects .carry/ with the nvidia-cutlass wheel and
 # peer_sdpa.py (the machine has no network).
-# Usage: bash scripts/gpu_check.sh [build] [smoke] [pytest] [perf] [paged] [decode]
+# Usage: bash scripts/gpu_check.sh [build] [smoke] [pytest] [perf] [paged] [decode] [bwd] [bwdsmoke] [bwdperf]
 # (default: the first four). paged: the split-KV smoke section, the paged-attention tests with AITER's repro and
-# stress, and kvcache_check; decode: scripts/decode_bench.py. MHA_COMPILE_ARGS passes compile.py options through
+# stress, and kvcache_check; decode: scripts/decode_bench.py; bwd: a few validated benchmark_mha_bwd runs and the
+# backward GPU tests; bwdsmoke: smoke_test_bwd.sh (SMOKE_SHARD honoured); bwdperf: the backward grid against SDPA
+# (BWD_HDIMS / BWD_SEQLENS narrow it). MHA_COMPILE_ARGS passes compile.py options through
 # build_mha.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -55,4 +57,26 @@ fi
 if has perf; then
   echo "== perf grid (ours vs PyTorch SDPA flash / cuDNN, same call)"
   timeout 300 python3 scripts/perf_grid.py --exe ./benchmark_mha_fwd --peer .carry/peer_sdpa.py 2>&1 | tee "$OUT/perf.log"
+fi
+if has bwd; then
+  echo "== backward: validated benchmark runs + GPU tests"
+  for a in "-prec=bf16 -b=2 -h=4 -s=259 -d=128" "-prec=fp16 -b=1 -h=4 -h_k=1 -s=500 -s_k=251 -d=64 -mask=1" \
+           "-prec=bf16 -b=2 -h=2 -s=516 -s_k=253 -d=256 -mask=2" "-prec=bf16 -b=2 -h=3 -h_k=1 -s=244 -s_k=499 -d=32 -mask=b:4,35" \
+           "-prec=fp16 -mode=1 -b=3 -h=4 -h_k=2 -s=200 -s_k=300 -d=96 -mask=t:128,30 -p_drop=0.2" \
+           "-prec=bf16 -b=2 -h=2 -s=300 -d=128 -bias=e -dbias=1 -mask=2" "-prec=bf16 -b=2 -h=2 -s=300 -d=192 -d_v=128 -bias=a" \
+           "-prec=bf16 -b=1 -h=8 -h_k=2 -s=700 -d=128 -mask=2 -deterministic=1" "-prec=fp16 -b=1 -h=2 -s=1 -s_k=77 -d=16 -d_v=160"; do
+    timeout 120 ./benchmark_mha_bwd $a -v=1 -warmup=0 -repeat=1 -kname=1 2>&1 | tr '\n' ' ' | cut -c1-330; echo
+  done
+  timeout 300 python3 -m pytest tests/test_gpu_bwd.py -q -x -rs > "$OUT/pytest_bwd.log" 2>&1; echo "bwd pytest rc=$?"
+  grep -E "passed|failed|Error|assert" "$OUT/pytest_bwd.log" | head -n 12
+fi
+if has bwdsmoke; then
+  echo "== smoke_test_bwd.sh"
+  timeout ${SMOKE_LIMIT:-480} bash smoke_tests/smoke_test_bwd.sh -j 16 -o /tmp/smoke_bwd ./benchmark_mha_bwd > "$OUT/smoke_bwd.log" 2>&1
+  echo "bwd smoke rc=$?"; grep -E "^smoke_test_bwd|FAIL" "$OUT/smoke_bwd.log" | head -n 20
+fi
+if has bwdperf; then
+  echo "== backward perf grid (ours vs PyTorch SDPA flash / cuDNN backward, same call)"
+  timeout 400 python3 scripts/perf_grid.py --bwd --exe ./benchmark_mha_bwd --peer .carry/peer_sdpa.py \
+    --hdims ${BWD_HDIMS:-64,128,256} --seqlens ${BWD_SEQLENS:-512,1024,2048,4096,8192,16384} 2>&1 | tee "$OUT/perf_bwd.log"
 fi

@@ -26,28 +26,37 @@ def test_instance_names_are_unique_and_complete():
     assert {(i.dtype, i.hdim, i.hdim_v, i.block_m) for i in inst if i.api == "fwd_splitkv"} == {
         (d, q, v, m) for d in ("fp16", "bf16") for (q, v) in dims for m in (16, 64)}
     assert {i.variant for i in inst if i.api == "fwd_splitkv"} == {"full"}
+    # backward: plain (masks only) and full per head-dim pair and dtype
+    assert {(i.dtype, i.hdim, i.hdim_v, i.variant) for i in inst if i.api == "bwd"} == {
+        (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "full")}
 
 
 def test_filters_select_the_expected_instances():
     inst = gen.all_instances()
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
         "fmha_fwd_ck_bf16_d128_b128x48_w4_plain"]
-    # 192/128 and 192/192 x 2 dtypes: fwd plain + full, split-KV decode + prefill
-    assert len(gen.select(inst, None, None, ["192"], "")) == 16
+    # 192/128 and 192/192 x 2 dtypes: fwd plain + full, split-KV decode + prefill, bwd
+    assert len(gen.select(inst, None, None, ["192"], "")) == 24
     assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 2
     # batch_prefill runs on the split-KV instances
     assert {i.api for i in gen.select(inst, ["batch_prefill"], ["bf16"], ["128"], "")} == {"fwd_splitkv"}
-    assert gen.select(inst, ["bwd"], None, None, "") == []
+    assert [i.name for i in gen.select(inst, ["bwd"], ["bf16"], ["128"], "", ["plain"])] == [
+        "fmha_bwd_ck_bf16_d128_b64x128_w8_plain"]
 
 
 def test_table_keeps_unbuilt_rows_with_a_hint():
     inst = gen.all_instances()
     chosen = gen.select(inst, ["fwd"], ["bf16"], ["128x128"], "", ["plain"])
     text = gen.fwd_table_source(inst, chosen, ["sm_90a"])
-    assert text.count("nullptr") == len(inst) - 1  # every other known instance is listed, not built
+    fwd = [i for i in inst if i.api != "bwd"]
+    assert text.count("nullptr") == len(fwd) - 1  # every other known instance is listed, not built
     assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain" in text
     assert '"--api fwd --dtypes fp16 --hdims 64x64 --variants full"' in text
     assert '"sm_90a", kArchCcs, 1' in text
+    bwd = gen.bwd_table_source(inst, gen.select(inst, ["bwd"], ["bf16"], ["128"], ""), ["sm_90a"])
+    assert bwd.count("nullptr") == len(inst) - len(fwd) - 2
+    assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_full" in bwd
+    assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_plain" in bwd
 
 
 def test_write_if_changed_keeps_timestamp(tmp_path):
@@ -63,7 +72,8 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 1 selected of 64 known" in r.stdout
+    assert "instances: 2 selected of 96 known" in r.stdout
+    assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
 

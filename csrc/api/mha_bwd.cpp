@@ -1,18 +1,310 @@
-// aiter::mha_bwd entry point. No backward kernel exists yet: every call is answered -1 with the reason, and nothing
-// launches. The argument struct and the return contract are final, so callers can be written against it today.
+// aiter::mha_bwd: validate the call, pick the ck backward instance whose head dims cover it, get the fp32 dQ
+// accumulator (and deterministic turn counters) from the caller's workspace_alloc, and run preprocess + main +
+// dQ conversion as one pass (csrc/ck/bwd_launch.cuh). The library never allocates device memory itself.
+// There is no asm backward yet: use_asm_v3 / v3_api_check fall through to ck, as AITER HEAD does when its asm path
+// declines a call.
 
 #include "mha_bwd.h"
 
+#include "checks.h"
 #include "error.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+namespace mha {
+namespace {
+
+constexpr int kMaxHdim   = 256;
+constexpr int kMaxGridYZ = 65535; // grid.y = nhead_q, grid.z = batch
+constexpr int kVecElems  = 8;     // 16-byte cp.async rows of Q, K, V, dO
+
+bool has_dropout(const aiter::mha_bwd_args& a) { return a.p_drop > 0.f; }
+
+std::string invalid_features(const aiter::mha_bwd_args& a)
+{
+    if (a.bias_type < 0 || a.bias_type > 2)
+        return "bias_type must be 0 (none), 1 (elementwise) or 2 (alibi), got " + str(a.bias_type);
+    if (a.has_dbias && a.bias_type != 1)
+        return "dbias only exists when bias type is elementwise (bias_type 1)";
+    if (a.bias_type == 1)
+    {
+        if (a.bias_ptr == nullptr || !aligned(a.bias_ptr, 2))
+            return "bias_type 1 (elementwise) needs a 2-byte aligned bias_ptr";
+        if (a.stride_bias < 0 || a.nhead_stride_bias < 0 || a.batch_stride_bias < 0)
+            return "stride_bias, nhead_stride_bias and batch_stride_bias must be >= 0";
+        if (a.has_dbias && (a.dbias_ptr == nullptr || !aligned(a.dbias_ptr, 2)))
+            return "has_dbias is set but dbias_ptr is null or not 2-byte aligned";
+        if (a.has_dbias && (a.stride_dbias < 0 || a.nhead_stride_dbias < 0 ||
+                            a.batch_stride_dbias < 0))
+            return "stride_dbias, nhead_stride_dbias and batch_stride_dbias must be >= 0";
+    }
+    if (a.bias_type == 2)
+    {
+        if (a.bias_ptr == nullptr || !aligned(a.bias_ptr, 4))
+            return "bias_type 2 (alibi) needs a 4-byte aligned fp32 slope array in bias_ptr";
+        if (a.stride_bias < 0)
+            return "alibi stride_bias must be 0 ([h] slopes) or nhead_q ([b, h] slopes), got " + str(a.stride_bias);
+    }
+    if (!(a.p_drop >= 0.f && a.p_drop < 1.f))
+        return "p_drop must be in [0, 1), got " + std::to_string(a.p_drop);
+    if (has_dropout(a))
+    {
+        if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
+            if (ptrs->first == nullptr || ptrs->second == nullptr || !aligned(ptrs->first, 8) ||
+                !aligned(ptrs->second, 8))
+                return "drop_seed_offset device pointers must be non-null, 8-byte aligned uint64 values";
+        if (a.is_store_randval)
+            return "is_store_randval is not supported by mha_bwd: the forward (s_randval) stores the random values";
+    }
+    if (a.d_sink_ptr != nullptr && a.sink_ptr == nullptr)
+        return "d_sink_ptr needs sink_ptr (the forward's fp32 [nhead_q] sink logits)";
+    for (auto [n, p] : {std::pair{"sink_ptr", a.sink_ptr}, std::pair{"d_sink_ptr", static_cast<const void*>(a.d_sink_ptr)}})
+        if (!aligned(p, 4))
+            return std::string(n) + " must be 4-byte aligned (fp32 [nhead_q])";
+    return "";
+}
+
+// Arguments that are wrong whatever the build: a reason string, or "" when the call is well formed.
+std::string invalid_argument(const aiter::mha_bwd_args& a)
+{
+    if (a.data_type != "fp16" && a.data_type != "bf16")
+        return "data_type must be fp16 or bf16, got '" + a.data_type + "'";
+    if (a.batch < 1 || a.batch > kMaxGridYZ)
+        return "batch must be in [1, " + str(kMaxGridYZ) + "], got " + str(a.batch);
+    if (a.nhead_q < 1 || a.nhead_q > kMaxGridYZ)
+        return "nhead_q must be in [1, " + str(kMaxGridYZ) + "], got " + str(a.nhead_q);
+    if (a.nhead_k < 1 || a.nhead_q % a.nhead_k != 0)
+        return "nhead_q (" + str(a.nhead_q) + ") must be a positive multiple of nhead_k (" + str(a.nhead_k) + ")";
+    for (auto [name, d] : {std::pair{"hdim_q", a.hdim_q}, std::pair{"hdim_v", a.hdim_v}})
+        if (d < kVecElems || d > kMaxHdim || d % kVecElems != 0)
+            return std::string(name) + " must be a multiple of 8 in [8, 256], got " + str(d);
+    if (std::string why = invalid_sequences(a); !why.empty())
+        return why;
+    if (a.is_group_mode && a.max_seqlen_k < 0)
+        return "max_seqlen_k must be >= 0, got " + str(a.max_seqlen_k);
+    if (a.mask_type < 0 || a.mask_type > 3)
+        return "mask_type must be 0 (none), 1 (top-left causal), 2 (bottom-right causal) or 3 (window_generic), got " +
+               str(a.mask_type);
+    if (a.mask_type != 0 && (a.window_size_left < -1 || a.window_size_right < -1))
+        return "window_size_left/right must be >= -1 (-1 = unbounded), got " + str(a.window_size_left) + ", " +
+               str(a.window_size_right);
+    if (!(a.scale > 0.f) || std::isinf(a.scale))
+        return "scale must be finite and > 0, got " + std::to_string(a.scale);
+    if (std::string why = invalid_features(a); !why.empty())
+        return why;
+    if (!a.workspace_alloc)
+        return "workspace_alloc callback is required (the fp32 dQ accumulator; the library never allocates)";
+
+    for (auto [name, p] : {std::pair{"q_ptr", a.q_ptr}, std::pair{"k_ptr", a.k_ptr}, std::pair{"v_ptr", a.v_ptr},
+                           std::pair{"do_ptr", a.do_ptr}})
+        if (p == nullptr || !aligned(p, 16))
+            return std::string(name) + " must be non-null and 16-byte aligned";
+    for (auto [name, p] : {std::pair{"o_ptr", a.o_ptr}, std::pair{"dq_ptr", static_cast<const void*>(a.dq_ptr)},
+                           std::pair{"dk_ptr", static_cast<const void*>(a.dk_ptr)},
+                           std::pair{"dv_ptr", static_cast<const void*>(a.dv_ptr)}})
+        if (p == nullptr || !aligned(p, 2))
+            return std::string(name) + " must be non-null and 2-byte aligned";
+    for (auto [name, p] : {std::pair{"lse_ptr", a.lse_ptr}, std::pair{"d_ptr", static_cast<const void*>(a.d_ptr)}})
+        if (p == nullptr || !aligned(p, 4))
+            return std::string(name) + " must be non-null and 4-byte aligned (fp32 [batch, nhead_q, seqlen_q])";
+
+    struct Strides { const char* t; int row, head, batch, hdim; bool vec; };
+    for (const Strides& s : {Strides{"q", a.stride_q, a.nhead_stride_q, a.batch_stride_q, a.hdim_q, true},
+                             Strides{"k", a.stride_k, a.nhead_stride_k, a.batch_stride_k, a.hdim_q, true},
+                             Strides{"v", a.stride_v, a.nhead_stride_v, a.batch_stride_v, a.hdim_v, true},
+                             Strides{"do", a.stride_do, a.nhead_stride_do, a.batch_stride_do, a.hdim_v, true},
+                             Strides{"o", a.stride_o, a.nhead_stride_o, a.batch_stride_o, a.hdim_v, false},
+                             Strides{"dq", a.stride_dq, a.nhead_stride_dq, a.batch_stride_dq, a.hdim_q, false},
+                             Strides{"dk", a.stride_dk, a.nhead_stride_dk, a.batch_stride_dk, a.hdim_q, false},
+                             Strides{"dv", a.stride_dv, a.nhead_stride_dv, a.batch_stride_dv, a.hdim_v, false}})
+    {
+        const std::string t = s.t;
+        const int batch_stride = a.is_group_mode ? 0 : s.batch; // unused in group mode
+        if (s.row < s.hdim)
+            return "stride_" + t + " (" + str(s.row) + ") must be >= the head dim (" + str(s.hdim) +
+                   "): rows are contiguous in the last dimension and must not overlap";
+        if (s.head < 0 || batch_stride < 0)
+            return "nhead_stride_" + t + " and batch_stride_" + t + " must be >= 0";
+        if (s.vec && (s.row % kVecElems || s.head % kVecElems || batch_stride % kVecElems))
+            return "stride_" + t + ", nhead_stride_" + t + " and batch_stride_" + t +
+                   " must be multiples of 8 elements (16-byte aligned rows), got " + str(s.row) + ", " +
+                   str(s.head) + ", " + str(s.batch);
+    }
+    if (a.nhead_stride_lsed < 0 || (!a.is_group_mode && a.batch_stride_lsed < 0))
+        return "nhead_stride_lsed and batch_stride_lsed must be >= 0";
+    return "";
+}
+
+DType dtype_of(const std::string& s) { return s == "fp16" ? DType::fp16 : DType::bf16; }
+
+bool arch_built(int cc) { return mha::arch_built(kBwdBuildInfo, cc); }
+
+// The cheapest built instance of one variant whose head dims cover the call's (smaller ones zero-padded), or null
+// with a reason.
+const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, bool full, std::string& missing)
+{
+    const BwdInstance* best = nullptr;
+    const BwdInstance* unbuilt = nullptr;
+    for (int i = 0; i < kNumBwdInstances; ++i)
+    {
+        const BwdInstance& in = kBwdInstances[i];
+        if (in.dtype != dt || in.full != full || in.hdim < hdim_q || in.hdim_v < hdim_v)
+            continue;
+        const BwdInstance*& slot = in.launch ? best : unbuilt;
+        if (slot == nullptr || in.hdim * in.hdim_v < slot->hdim * slot->hdim_v)
+            slot = &in;
+    }
+    if (best == nullptr)
+        missing = unbuilt ? "not in this build; add it with `python3 compile.py " + std::string(unbuilt->compile_hint) +
+                                "`"
+                          : "no backward instance covers these head dims";
+    return best;
+}
+
+// The plain variant when the call needs nothing beyond masks (faster), else the full one.
+const BwdInstance* find_instance(DType dt, int hdim_q, int hdim_v, bool needs_full, std::string& missing)
+{
+    std::string ignored;
+    if (!needs_full)
+        if (const BwdInstance* plain = find_variant(dt, hdim_q, hdim_v, false, ignored))
+            return plain;
+    return find_variant(dt, hdim_q, hdim_v, true, missing);
+}
+
+BwdParams make_params(const aiter::mha_bwd_args& a)
+{
+    BwdParams p{};
+    p.q = a.q_ptr, p.k = a.k_ptr, p.v = a.v_ptr, p.o = a.o_ptr, p.dout = a.do_ptr;
+    p.lse = static_cast<const float*>(a.lse_ptr);
+    p.dsum = static_cast<float*>(a.d_ptr);
+    p.dq = a.dq_ptr, p.dk = a.dk_ptr, p.dv = a.dv_ptr;
+    p.q_row_stride = a.stride_q, p.q_head_stride = a.nhead_stride_q, p.q_batch_stride = a.batch_stride_q;
+    p.k_row_stride = a.stride_k, p.k_head_stride = a.nhead_stride_k, p.k_batch_stride = a.batch_stride_k;
+    p.v_row_stride = a.stride_v, p.v_head_stride = a.nhead_stride_v, p.v_batch_stride = a.batch_stride_v;
+    p.o_row_stride = a.stride_o, p.o_head_stride = a.nhead_stride_o, p.o_batch_stride = a.batch_stride_o;
+    p.do_row_stride = a.stride_do, p.do_head_stride = a.nhead_stride_do, p.do_batch_stride = a.batch_stride_do;
+    p.dq_row_stride = a.stride_dq, p.dq_head_stride = a.nhead_stride_dq, p.dq_batch_stride = a.batch_stride_dq;
+    p.dk_row_stride = a.stride_dk, p.dk_head_stride = a.nhead_stride_dk, p.dk_batch_stride = a.batch_stride_dk;
+    p.dv_row_stride = a.stride_dv, p.dv_head_stride = a.nhead_stride_dv, p.dv_batch_stride = a.batch_stride_dv;
+    p.lse_head_stride = a.nhead_stride_lsed, p.lse_batch_stride = a.batch_stride_lsed;
+    p.batch = a.batch, p.nhead_q = a.nhead_q, p.nhead_k = a.nhead_k, p.head_ratio = a.nhead_q / a.nhead_k;
+    p.seqlen_q = a.seqlen_q, p.seqlen_k = a.seqlen_k;
+    p.max_seqlen_q = a.is_group_mode ? a.max_seqlen_q : a.seqlen_q;
+    p.max_seqlen_k = a.is_group_mode ? a.max_seqlen_k : a.seqlen_k;
+    p.hdim_q = a.hdim_q, p.hdim_v = a.hdim_v;
+    p.scale = a.scale;
+    p.deterministic = a.is_deterministic;
+    p.sink = static_cast<const float*>(a.sink_ptr);
+    p.d_sink = static_cast<float*>(a.d_sink_ptr);
+
+    // the forward's mask: window_generic (3) is anchored bottom-right, like the ck forward
+    if (a.mask_type != 0)
+        p.mask = MaskParams{a.window_size_left, a.window_size_right, a.mask_type != 1, 0};
+
+    SeqParams& q = p.seq;
+    q.is_group    = a.is_group_mode;
+    q.seqstart_q  = static_cast<const int32_t*>(a.seqstart_q_ptr);
+    q.seqstart_k  = static_cast<const int32_t*>(a.seqstart_k_ptr);
+    q.seqlen_q    = static_cast<const int32_t*>(a.seqlen_q_ptr);
+    q.seqlen_k    = static_cast<const int32_t*>(a.seqlen_k_ptr);
+    q.cu_seqlen_q = static_cast<const int32_t*>(a.cu_seqlen_q_ptr);
+    q.cu_seqlen_k = static_cast<const int32_t*>(a.cu_seqlen_k_ptr);
+
+    ScoreModParams& m = p.mod;
+    if (a.bias_type == 1)
+    {
+        m.bias = a.bias_ptr;
+        m.bias_row_stride = a.stride_bias, m.bias_head_stride = a.nhead_stride_bias;
+        m.bias_batch_stride = a.batch_stride_bias;
+        if (a.has_dbias)
+        {
+            p.dbias = a.dbias_ptr;
+            p.dbias_row_stride = a.stride_dbias, p.dbias_head_stride = a.nhead_stride_dbias;
+            p.dbias_batch_stride = a.batch_stride_dbias;
+        }
+    }
+    if (a.bias_type == 2)
+    {
+        m.alibi_slopes = static_cast<const float*>(a.bias_ptr);
+        m.alibi_batch_stride = a.stride_bias;
+        const bool causal = a.window_size_left < 0 && a.window_size_right == 0;
+        m.alibi_mode = a.mask_type == 0 ? 0 : causal ? 2 : a.mask_type == 1 ? 1 : 0;
+    }
+
+    DropoutParams& d = p.drop;
+    if (has_dropout(a))
+    {
+        const float keep = 1.f - a.p_drop;
+        d.enabled = true;
+        d.keep_threshold = static_cast<uint8_t>(std::floor(keep * 255.f));
+        d.rp_keep = 1.f / keep;
+        if (auto* v = std::get_if<std::pair<uint64_t, uint64_t>>(&a.drop_seed_offset))
+            d.seed = v->first, d.offset = v->second;
+        else if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
+            d.seed_ptr = static_cast<const uint64_t*>(ptrs->first),
+            d.offset_ptr = static_cast<const uint64_t*>(ptrs->second);
+    }
+    return p;
+}
+
+} // namespace
+} // namespace mha
 
 namespace aiter {
 
-float mha_bwd(mha_bwd_args args, const ck_tile::stream_config&)
+float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
 {
+    using namespace mha;
     mha_set_last_error("");
-    if (args.is_group_mode && !args.pinned_host_alloc)
-        return mha::fail("mha_bwd: group mode requires pinned_host_alloc callback");
-    return mha::fail("mha_bwd: backward kernels are not built yet");
+    if (args.is_group_mode && !args.pinned_host_alloc) // AITER's first check, with its message
+        return fail("mha_bwd: group mode requires pinned_host_alloc callback");
+    if (std::string why = invalid_argument(args); !why.empty())
+        return fail("mha_bwd: invalid argument: " + why);
+
+    std::string missing;
+    const bool needs_full = args.bias_type != 0 || has_dropout(args);
+    const BwdInstance* in = find_instance(dtype_of(args.data_type), args.hdim_q, args.hdim_v, needs_full, missing);
+    if (in == nullptr)
+        return fail("mha_bwd: no ck backward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
+                    " hdim_v=" + str(args.hdim_v) + ": " + missing);
+    int cc = 0;
+    if (std::string why = current_cc(cc); !why.empty())
+        return fail("mha_bwd: " + why);
+    if (!arch_built(cc))
+        return fail("mha_bwd: this library was built for " + std::string(kBwdBuildInfo.archs) + " but the GPU is sm_" +
+                    str(cc) + "; rebuild with `python3 compile.py --arch sm_" + str(cc) + (cc == 90 ? "a`" : "`"));
+    mha_set_last_kernel_name(in->name);
+
+    BwdParams p = make_params(args);
+    // workspace: fp32 dQ accumulator [batch, nhead_q, max_seqlen_q, instance hdim], then (deterministic) one turn
+    // counter per (batch, head, query block). Zeroed on the stream by every pass.
+    const size_t acc_bytes  = size_t(p.batch) * p.nhead_q * size_t(p.max_seqlen_q) * in->hdim * sizeof(float);
+    const size_t turn_bytes = args.is_deterministic
+                                  ? size_t(p.batch) * p.nhead_q * size_t((p.max_seqlen_q + in->block_m - 1) / in->block_m) *
+                                        sizeof(int32_t)
+                                  : 0;
+    const size_t bytes = acc_bytes + turn_bytes;
+    char* ws = nullptr;
+    if (bytes > 0)
+    {
+        ws = static_cast<char*>(args.workspace_alloc(bytes, false));
+        if (ws == nullptr)
+            return fail("mha_bwd: workspace_alloc returned null for " + std::to_string(bytes) + " bytes");
+        if (!aligned(ws, 16))
+            return fail("mha_bwd: workspace_alloc must return 16-byte aligned memory");
+    }
+    p.dq_acc  = reinterpret_cast<float*>(ws);
+    p.dq_turn = turn_bytes > 0 ? reinterpret_cast<int32_t*>(ws + acc_bytes) : nullptr;
+
+    return launch_and_time(s, in->name, [&] {
+        if (bytes > 0)
+            if (cudaError_t err = cudaMemsetAsync(ws, 0, bytes, s.stream_id_); err != cudaSuccess)
+                return err;
+        return in->launch(p, s.stream_id_);
+    });
 }
 
 } // namespace aiter

@@ -5,6 +5,7 @@
 #include "mha_fwd.h"
 
 #include "../common/fwd_params.h"
+#include "checks.h"
 #include "error.h"
 #include "launch.h"
 #include "registry.h"
@@ -23,8 +24,6 @@ constexpr float kLog2e       = 1.4426950408889634f;
 constexpr int kVecElems      = 8;     // 16-byte vector of fp16/bf16: rows and pointers must keep this alignment
 constexpr int kMaxKvRowStride = 1 << 24; // 127 rows * stride + hdim fits the kernels' 32-bit in-block offsets
 
-std::string str(long long v) { return std::to_string(v); }
-
 // splitkv_tiles in csrc/codegen/generate.py: a 16-row decode tile with 32-key blocks (five or six CTAs per SM) and a
 // 64 x 64 prefill tile (two per SM).
 constexpr int kDecodeBlockM = 16, kPrefillBlockM = 64, kDecodeBlockN = 32, kPrefillBlockN = 64;
@@ -35,8 +34,6 @@ int split_block_m(int64_t rows) { return rows <= kDecodeBlockM ? kDecodeBlockM :
 
 // Query heads of one KV head share a tile when nothing per-head touches the scores.
 int pack_ratio(int nhead_q, int nhead_k, int bias_type) { return bias_type == 0 ? nhead_q / nhead_k : 1; }
-
-bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; }
 
 // Features the API accepts but no kernel implements yet: a reason string, or "" when the call is in scope.
 std::string unsupported_feature(const aiter::mha_fwd_args& a)
@@ -55,33 +52,6 @@ bool needs_full(const aiter::mha_fwd_args& a)
 {
     return a.logits_soft_cap > 0.f || a.bias_type != 0 || has_dropout(a) ||
            (a.has_sink && (a.sink_ptr != nullptr || (a.sink_size > 0 && a.mask_type != 0)));
-}
-
-std::string invalid_sequences(const aiter::mha_fwd_args& a)
-{
-    if (a.cu_seqlen_q_ptr && a.seqlen_q_ptr)
-        return "seqlen_q_ptr and cu_seqlen_q_ptr are mutually exclusive";
-    if (a.cu_seqlen_k_ptr && a.seqlen_k_ptr)
-        return "seqlen_k_ptr and cu_seqlen_k_ptr are mutually exclusive";
-    if (a.is_group_mode)
-    {
-        if (a.seqstart_q_ptr == nullptr || a.seqstart_k_ptr == nullptr)
-            return "group mode needs seqstart_q_ptr and seqstart_k_ptr ([batch + 1] int32 physical starts)";
-        if (a.max_seqlen_q < 0)
-            return "max_seqlen_q must be >= 0, got " + str(a.max_seqlen_q);
-        for (auto [n, p] : {std::pair{"seqstart_q_ptr", a.seqstart_q_ptr}, std::pair{"seqstart_k_ptr", a.seqstart_k_ptr},
-                            std::pair{"seqlen_q_ptr", a.seqlen_q_ptr}, std::pair{"seqlen_k_ptr", a.seqlen_k_ptr},
-                            std::pair{"cu_seqlen_q_ptr", a.cu_seqlen_q_ptr},
-                            std::pair{"cu_seqlen_k_ptr", a.cu_seqlen_k_ptr}})
-            if (!aligned(p, 4))
-                return std::string(n) + " must be 4-byte aligned (int32)";
-        return "";
-    }
-    if (a.seqstart_q_ptr || a.seqstart_k_ptr || a.seqlen_q_ptr || a.seqlen_k_ptr)
-        return "seqstart_q/k_ptr and seqlen_q/k_ptr must be nullptr in batch mode (use cu_seqlen_q/k_ptr for padding)";
-    if (a.seqlen_q < 0 || a.seqlen_k < 0)
-        return "seqlen_q and seqlen_k must be >= 0, got " + str(a.seqlen_q) + " and " + str(a.seqlen_k);
-    return "";
 }
 
 std::string invalid_features(const aiter::mha_fwd_args& a)
@@ -267,29 +237,7 @@ FwdParams make_params(const aiter::mha_fwd_args& a)
     return p;
 }
 
-// The compute capability of the current device, or an error reason.
-std::string current_cc(int& cc)
-{
-    int dev = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    int major = 0, minor = 0;
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    if (err != cudaSuccess)
-        return cuda_error_reason("no usable CUDA device", err);
-    cc = major * 10 + minor;
-    return "";
-}
-
-bool arch_built(int cc)
-{
-    for (int i = 0; i < kBuildInfo.num_archs; ++i)
-        if (kBuildInfo.arch_ccs[i] == cc)
-            return true;
-    return false;
-}
+bool arch_built(int cc) { return mha::arch_built(kBuildInfo, cc); }
 
 // The instance of `family` that serves the call: the cheapest one whose head dims cover both of the call's, of the
 // right variant. `missing` gets a reason when that instance is known to the generator but not built, or when no

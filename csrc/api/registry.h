@@ -3,6 +3,7 @@
 // the generator knows, built or not. A row whose launch function is null was filtered out of this build; its
 // compile hint names the compile.py option that adds it. csrc/api is the only code that reads these tables.
 
+#include "../common/bwd_params.h"
 #include "../common/fwd_params.h"
 
 #include <cuda_runtime_api.h>
@@ -38,8 +39,30 @@ struct BuildInfo
     int num_archs;
 };
 
+using BwdLaunchFn = cudaError_t (*)(const BwdParams&, cudaStream_t);
+
+// ck backward instances (libmha_bwd.so), plain (masks only) or full (also bias + dbias, ALiBi, dropout). The caller
+// provides the zeroed fp32 dQ
+// accumulator [batch, nhead_q, max_seqlen_q, hdim] and, deterministic, the turn counters
+// [batch, nhead_q, ceil(max_seqlen_q / block_m)].
+struct BwdInstance
+{
+    DType dtype;
+    int hdim;     // serves calls with hdim_q <= hdim and hdim_v <= hdim_v
+    int hdim_v;
+    bool full;    // also bias + dbias, ALiBi and dropout
+    int block_m;  // query rows per step (turn counter granularity)
+    int block_n;  // keys per CTA
+    const char* name;
+    const char* compile_hint;
+    BwdLaunchFn launch; // nullptr: not in this build
+};
+
 extern const FwdInstance kFwdInstances[];
 extern const int kNumFwdInstances;
 extern const BuildInfo kBuildInfo;
+extern const BwdInstance kBwdInstances[]; // libmha_bwd.so
+extern const int kNumBwdInstances;
+extern const BuildInfo kBwdBuildInfo;
 
 } // namespace mha

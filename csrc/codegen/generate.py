@@ -52,6 +52,25 @@ for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
 # - prefill: 64 x 64 with 4 warps, for batch prefill and split-KV calls with many query rows.
 def splitkv_tiles(hdim: int, hdim_v: int) -> list[tuple[int, int, int]]:
     return [(16, 32 if max(hdim, hdim_v) <= 128 else 16, 1), (64, 64, 4)]
+# ck backward instances: (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps, SdP / dKV / dQ warps along M / N / M), see
+# csrc/ck/bwd_traits.cuh. One CTA keeps kBlockN keys' dK and dV in registers: 128 keys up to hdim 128, 64 above.
+# "plain" serves calls without bias, ALiBi or dropout (masks, GQA, group mode and deterministic dQ are run-time);
+# "full" adds them. Measured on H200 (d128 bf16, s=4k): plain 154 TFLOP/s, full 88 - the feature code costs
+# registers and instruction-cache space in the P / dS loop even when switched off at run time.
+CK_BWD_TILES = {
+    (32, 32): (64, 128, 8, 2, 4, 4),
+    (64, 64): (64, 128, 8, 2, 4, 4),
+    (96, 96): (64, 128, 8, 2, 4, 4),
+    (128, 128): (64, 128, 8, 2, 4, 4),
+    (160, 160): (64, 64, 8, 4, 4, 4),
+    (192, 128): (64, 64, 8, 4, 4, 4),
+    (192, 192): (64, 64, 8, 4, 4, 4),
+    (256, 256): (64, 64, 8, 4, 4, 4),
+}
+# Experiments: MHA_BWD_TILE_OVERRIDE="128x128=64,64,8,2,4,4" replaces backward tiles.
+for _item in filter(None, os.environ.get("MHA_BWD_TILE_OVERRIDE", "").split(";")):
+    _dims, _tile = _item.split("=")
+    CK_BWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
 # "plain" serves calls without soft-cap, bias, ALiBi, sinks or dropout; "full" serves every call.
 VARIANTS = ("plain", "full")
 
@@ -103,6 +122,9 @@ def all_instances() -> list[Instance]:
         for (hq, hv) in CK_FWD_TILES:
             for tile in splitkv_tiles(hq, hv):
                 out.append(Instance("fwd_splitkv", "ck", dtype, hq, hv, *tile, "full"))
+        for (hq, hv), (bm, bn, w, *_atoms) in CK_BWD_TILES.items():
+            for variant in VARIANTS:
+                out.append(Instance("bwd", "ck", dtype, hq, hv, bm, bn, w, variant))
     return out
 
 
@@ -153,7 +175,35 @@ def instance_source(i: Instance) -> str:
                 f"    return mha::ck::run_fwd<mha::ck::FwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, "
                 f"{i.block_m}, {i.block_n}, {i.warps}, {'true' if i.variant == 'full' else 'false'}, {split}>>(p, stream);"
                 f"\n}}\n}} // namespace mha::gen\n")
+    if i.api == "bwd" and i.family == "ck":
+        bm, bn, w, a_sdp, a_dkv, a_dq = CK_BWD_TILES[(i.hdim, i.hdim_v)]
+        return (HEADER + '#include "ck/bwd_launch.cuh"\n\nnamespace mha::gen {\n'
+                f"cudaError_t {i.fn}(const mha::BwdParams& p, cudaStream_t stream)\n{{\n"
+                f"    return mha::ck::run_bwd<mha::ck::BwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, "
+                f"{bm}, {bn}, {w}, {a_sdp}, {a_dkv}, {a_dq}, {'true' if i.variant == 'full' else 'false'}>>(p, stream);"
+                f"\n}}\n}} // namespace mha::gen\n")
     raise ValueError(f"no source template for {i.name}")
+
+
+def bwd_table_source(instances, built, archs) -> str:
+    bwd = [i for i in instances if i.api == "bwd"]
+    lines = [HEADER, '#include "api/registry.h"\n', "namespace mha::gen {"]
+    lines += [f"cudaError_t {i.fn}(const mha::BwdParams&, cudaStream_t);" for i in bwd if i in built]
+    lines += ["} // namespace mha::gen\n", "namespace mha {", "const BwdInstance kBwdInstances[] = {"]
+    for i in bwd:
+        fn = f"&mha::gen::{i.fn}" if i in built else "nullptr"
+        full = "true" if i.variant == "full" else "false"
+        lines.append(f'    {{{ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {full}, {i.block_m}, {i.block_n}, "{i.name}", '
+                     f'"{i.compile_hint}", {fn}}},')
+    if not bwd:
+        lines.append('    {DType::bf16, 0, 0, false, 0, 0, "none", "", nullptr},')
+    lines.append("};")
+    lines.append(f"const int kNumBwdInstances = {len(bwd)};")
+    ccs = ", ".join(str(ARCHS[a][1]) for a in archs)
+    lines.append(f"static const int kArchCcs[] = {{{ccs}}};")
+    lines.append(f'const BuildInfo kBwdBuildInfo = {{"{",".join(archs)}", kArchCcs, {len(archs)}}};')
+    lines.append("} // namespace mha\n")
+    return "\n".join(lines)
 
 
 def fwd_table_source(instances, built, archs) -> str:
@@ -198,7 +248,15 @@ def support_table(built) -> str:
                         f"{arch[0]} | {arch[1]} | {arch[2]} |")
     if not fwd:
         rows.append("| fwd | - | - | - | - | - | - | - | - | n | n | n |")
-    rows.append("| bwd | - | - | - | - | - | - | - | - | n | n | n |")
+    bwd = [i for i in built if i.api == "bwd"]
+    for dtype, variant in sorted({(i.dtype, i.variant) for i in bwd}):
+        dims = sorted({(i.hdim, i.hdim_v) for i in bwd if (i.dtype, i.variant) == (dtype, variant)})
+        hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
+        feats = "elementwise (+ dbias), alibi | y" if variant == "full" else "n | n"
+        rows.append(f"| bwd | ck ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
+                    f"| no_mask, causal t/b, windows t/b, generic | {feats} | - | y | y | y |")
+    if not bwd:
+        rows.append("| bwd | - | - | - | - | - | - | - | - | n | n | n |")
     skv = [i for i in built if i.api == "fwd_splitkv"]
     for dtype in sorted({i.dtype for i in skv}):
         dims = sorted({(i.hdim, i.hdim_v) for i in skv if i.dtype == dtype})

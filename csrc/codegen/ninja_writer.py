@@ -12,6 +12,8 @@ API_FWD_SOURCES = ["csrc/api/mha_fwd.cpp", "csrc/api/error.cpp"]
 FWD_KERNEL_SOURCES = ["csrc/paged/paged_attention.cu"]
 API_BWD_SOURCES = ["csrc/api/mha_bwd.cpp", "csrc/api/error.cpp"]
 BINDING_SOURCE = "csrc/python/binding.cpp"
+# device code of the module: the GQA / broadcast-bias reductions of the backward binding
+BINDING_CU_SOURCES = ["csrc/python/strided_sum.cu"]
 
 
 def q(path: str) -> str:
@@ -20,8 +22,9 @@ def q(path: str) -> str:
 
 
 def write_ninja(*, root, build_dir, out_dir, nvcc, cutlass_include, archs, kernel_sources, want_fwd, want_bwd,
-                python=None, extra_flags="") -> str:
-    """Returns the text of build.ninja. kernel_sources: generated .cu paths for libmha_fwd.so."""
+                bwd_kernel_sources=(), python=None, extra_flags="") -> str:
+    """Returns the text of build.ninja. kernel_sources / bwd_kernel_sources: generated .cu paths for libmha_fwd.so /
+    libmha_bwd.so."""
     inc = [os.path.join(root, "include"), os.path.join(root, "csrc"), cutlass_include, os.path.join(build_dir, "gen")]
     inc_flags = " ".join(f"-I{shlex.quote(p)}" for p in inc)
     common = f"-std=c++17 -O3 -DNDEBUG -Xcompiler=-fPIC,-fvisibility=hidden {inc_flags} {extra_flags}".strip()
@@ -79,17 +82,21 @@ def write_ninja(*, root, build_dir, out_dir, nvcc, cutlass_include, archs, kerne
         kern = compile_all(kernel_sources + [os.path.join(root, s) for s in FWD_KERNEL_SOURCES], "cu")
         lines.append(f"build {q(os.path.join(out_dir, 'libmha_fwd.so'))}: link {' '.join(q(o) for o in api + kern)}")
     if want_bwd:
-        api = compile_all([os.path.join(root, s) for s in API_BWD_SOURCES], "cxx")
-        lines.append(f"build {q(os.path.join(out_dir, 'libmha_bwd.so'))}: link {' '.join(q(o) for o in api)}")
-    if want_fwd and python is not None:
+        api = compile_all([os.path.join(root, s) for s in API_BWD_SOURCES] + [os.path.join(gen_dir, "bwd_table.cpp")],
+                          "cxx")
+        kern = compile_all(list(bwd_kernel_sources), "cu")
+        lines.append(f"build {q(os.path.join(out_dir, 'libmha_bwd.so'))}: link {' '.join(q(o) for o in api + kern)}")
+    # the module binds both libraries, so it is built only when both are
+    if want_fwd and want_bwd and python is not None:
         src = os.path.join(root, BINDING_SOURCE)
         o = os.path.join(build_dir, "obj", "binding.o")
         pyflags = " ".join(f"-I{shlex.quote(p)}" for p in python["includes"])
         lines.append(f"build {q(o)}: cxx {q(src)}")
         lines.append(f"  cxxflags = {common} {pyflags}")
+        dev = compile_all([os.path.join(root, s) for s in BINDING_CU_SOURCES], "cu")
         mod = os.path.join(out_dir, "aiter_mha" + python["ext_suffix"])
-        lib = os.path.join(out_dir, "libmha_fwd.so")
-        lines.append(f"build {q(mod)}: link {q(o)} | {q(lib)}")
-        lines.append(f"  extra = -L{shlex.quote(out_dir)} -lmha_fwd -Xlinker -rpath,'$$ORIGIN'")
+        libs = [os.path.join(out_dir, n) for n in ("libmha_fwd.so", "libmha_bwd.so")]
+        lines.append(f"build {q(mod)}: link {q(o)} {' '.join(q(x) for x in dev)} | {' '.join(q(x) for x in libs)}")
+        lines.append(f"  extra = -L{shlex.quote(out_dir)} -lmha_fwd -lmha_bwd -Xlinker -rpath,'$$ORIGIN'")
     lines.append("")
     return "\n".join(lines)

@@ -1,8 +1,9 @@
 // aiter_mha: the pybind11 + DLPack binding of aiter::mha_fwd (include/mha_fwd.h), torch-free. It takes any DLPack array
-// (torch, CuPy, JAX; NumPy only reaches the error paths), checks it (dlpack_io.h) with a precise ValueError, fills every
-// aiter::mha_fwd_args field for batch mode (mha_fwd) or group mode (mha_varlen_fwd) with every optional feature (bias,
-// ALiBi, soft-cap, sinks, dropout) and launches on the caller's stream. Outputs it allocates itself come back as
-// DeviceBuffer objects that export through __dlpack__. Python-facing documentation: kMhaFwdDoc / kVarlenDoc below.
+// (torch, CuPy, JAX; NumPy only reaches the error paths), checks it (dlpack_io.h, binding_args.h) with a precise
+// ValueError, fills every aiter::mha_fwd_args field for batch mode (mha_fwd) or group mode (mha_varlen_fwd) with each
+// optional feature (bias, ALiBi, soft-cap, sinks, dropout) and launches on the caller's stream. Outputs it allocates
+// itself come back as DeviceBuffer objects that export through __dlpack__. Python-facing documentation: kMhaFwdDoc /
+// kVarlenDoc below. The backward (mha_bwd / mha_varlen_bwd on aiter::mha_bwd) lives in binding_bwd.h.
 
 #include <pybind11/pybind11.h>
 
@@ -16,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "binding_args.h"
+#include "binding_bwd.h"
 #include "dlpack_io.h"
 #include "mha_fwd.h"
 #include "mha_paged.h"
@@ -29,164 +32,6 @@ using namespace mha_py;
 static_assert(sizeof(ck_tile::index_t) == sizeof(mha_py::index_t), "dlpack_io.h checks strides against int32");
 
 constexpr const char* kVersion = "0.2.0";
-constexpr DLDataType kF32{kDLFloat, 32, 1};
-constexpr DLDataType kI32{kDLInt, 32, 1};
-constexpr DLDataType kI64{kDLInt, 64, 1};
-constexpr DLDataType kU64{kDLUInt, 64, 1};
-constexpr DLDataType kU8{kDLUInt, 8, 1};
-
-using TensorPtr = std::unique_ptr<ImportedTensor>;
-
-// ------------------------------------------------------------------------------------------------ scalar arguments
-
-struct MaskSpec
-{
-    int type;
-    int left;
-    int right;
-};
-
-std::string type_name(const py::handle& x) { return py::str(py::type::handle_of(x).attr("__name__")); }
-
-int64_t int_arg(const py::object& x, const std::string& name, int64_t lo, int64_t hi, const char* hint = "")
-{
-    int64_t v = 0;
-    if (!as_int64(x, v))
-        invalid(name + " must be an int" + hint + ", got " + type_name(x));
-    if (v < lo || v > hi)
-        invalid(name + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
-                std::to_string(hi) + "]" + hint);
-    return v;
-}
-
-int window_arg(const py::object& w, const char* name)
-{
-    int64_t v = 0;
-    if (!as_int64(w, v))
-        invalid(std::string(name) + " must be an int (-1: unbounded)");
-    if (v < -1 || v > kIndexMax)
-        invalid(std::string(name) + " = " + std::to_string(v) + " is out of range; use -1 (unbounded) or 0.." +
-                std::to_string(kIndexMax));
-    return static_cast<int>(v);
-}
-
-// Any real number (float, int, NumPy scalar), finite.
-double real_arg(const py::object& x, const std::string& name)
-{
-    const double v = PyFloat_AsDouble(x.ptr());
-    if (v == -1.0 && PyErr_Occurred())
-    {
-        PyErr_Clear();
-        invalid(name + " must be a real number, got " + type_name(x));
-    }
-    if (!std::isfinite(v))
-        invalid(name + " must be finite, got " + std::to_string(v));
-    return v;
-}
-
-// An int in [0, 2**64): a Python int or anything with __index__ (NumPy integers), not a bool.
-uint64_t u64_arg(const py::object& x, const std::string& name)
-{
-    PyObject* i = PyBool_Check(x.ptr()) ? nullptr : PyNumber_Index(x.ptr());
-    if (i == nullptr)
-    {
-        PyErr_Clear();
-        invalid(name + " must be an int in [0, 2**64), got " + type_name(x));
-    }
-    const py::object as_int = py::reinterpret_steal<py::object>(i);
-    const unsigned long long v = PyLong_AsUnsignedLongLong(as_int.ptr());
-    if (PyErr_Occurred())
-    {
-        PyErr_Clear();
-        invalid(name + " must be an int in [0, 2**64), got " + std::string(py::str(as_int)));
-    }
-    return static_cast<uint64_t>(v);
-}
-
-// mask: "none" | "causal" (= bottom-right, FlashAttention's convention) | "causal_bottom_right" | "causal_top_left" |
-// "window_generic", or an int mask_type 0..3 that takes window_left/right as given (sliding window with 1/2, generic
-// window with 3).
-MaskSpec parse_mask(const py::object& mask, int left, int right)
-{
-    if (py::isinstance<py::str>(mask))
-    {
-        const std::string m = py::cast<std::string>(mask);
-        if (m == "none" || m == "no_mask")
-        {
-            if (left != -1 || right != -1)
-                invalid("mask='" + m + "' takes no window (got window_left=" + std::to_string(left) +
-                        ", window_right=" + std::to_string(right) + "); pass an int mask_type for windows");
-            return {0, -1, -1};
-        }
-        const bool top_left = m == "causal_top_left";
-        if (top_left || m == "causal" || m == "causal_bottom_right")
-        {
-            if (left != -1 || right != -1)
-                invalid("mask='" + m + "' is (window_left=-1, window_right=0) (got " + std::to_string(left) + ", " +
-                        std::to_string(right) + "); pass mask=1 (top-left) or 2 (bottom-right) for a sliding window");
-            return {top_left ? 1 : 2, -1, 0};
-        }
-        if (m == "window_generic")
-            return {3, left, right};
-        invalid("mask='" + m + "' is not one of 'none', 'causal', 'causal_top_left', 'causal_bottom_right', "
-                "'window_generic' (or an int mask_type 0..3)");
-    }
-    int64_t t = 0;
-    if (as_int64(mask, t))
-    {
-        if (t < 0 || t > 3)
-            invalid("mask_type " + std::to_string(t) +
-                    " is not 0 (none), 1 (top-left), 2 (bottom-right) or 3 (generic window)");
-        return {static_cast<int>(t), left, right};
-    }
-    invalid("mask must be a str or an int mask_type, got " + type_name(mask));
-}
-
-// An int handle, or a stream object carrying one (torch's .cuda_stream, CuPy's .ptr).
-uintptr_t parse_stream(const py::object& stream)
-{
-    py::object h = stream;
-    if (!PyLong_Check(h.ptr()))
-    {
-        if (py::hasattr(stream, "cuda_stream"))
-            h = stream.attr("cuda_stream");
-        else if (py::hasattr(stream, "ptr"))
-            h = stream.attr("ptr");
-        if (!PyLong_Check(h.ptr()))
-            invalid("stream must be an int cudaStream_t handle (0: default stream) or an object with .cuda_stream "
-                    "or .ptr");
-    }
-    const unsigned long long v = PyLong_AsUnsignedLongLong(h.ptr());
-    if (PyErr_Occurred())
-    {
-        PyErr_Clear();
-        invalid("stream must be a non-negative int cudaStream_t handle");
-    }
-    return static_cast<uintptr_t>(v);
-}
-
-void expect_size(const ImportedTensor& x, int dim, int64_t want, const char* what, const std::string& why)
-{
-    if (x.size(dim) != want)
-        invalid(x.name() + " " + what + " is " + std::to_string(x.size(dim)) + " but " + why + " is " +
-                std::to_string(want) + " (" + x.name() + " shape " + shape_str(x.shape()) + ")");
-}
-
-// A dim that is either `want` long or broadcast (size 1); returns the element stride the library takes (0 when
-// broadcast or never stepped along).
-index_t broadcast_stride(const ImportedTensor& x, int dim, int64_t want, const std::string& what)
-{
-    if (x.size(dim) != want && x.size(dim) != 1)
-        invalid(x.name() + " dim " + std::to_string(dim) + " (" + what + ") is " + std::to_string(x.size(dim)) +
-                "; expected " + std::to_string(want) + " or 1 (broadcast) (" + x.name() + " shape " +
-                shape_str(x.shape()) + ")");
-    return x.size(dim) == 1 ? 0 : x.stride(dim);
-}
-
-TensorPtr import_opt(const py::object& obj, const char* name, uintptr_t stream)
-{
-    return obj.is_none() ? nullptr : std::make_unique<ImportedTensor>(obj, name, stream);
-}
 
 // ------------------------------------------------------------------------------------------------ arguments
 
@@ -338,35 +183,13 @@ py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::o
 
     // Optional features.
     TensorPtr bias = import_opt(o.bias, "bias", strm);
+    BiasStrides bias_st;
     if (bias)
-    {
-        bias->check_layout(nd, group ? "[nhead_q, total_q, max_seqlen_k]" : "[batch, nhead_q, seqlen_q, seqlen_k]",
-                           &qt, "q has", false);
-        if (!group)
-            expect_size(*bias, 3, s_k, "seqlen_k (dim 3)", "k's seqlen");
-    }
-    index_t bias_row = 0, bias_head = 0, bias_batch = 0;
-    if (bias)
-    {
-        const int o0 = group ? -1 : 0; // dim offset: group mode has no batch dim
-        if (!group)
-            bias_batch = broadcast_stride(*bias, 0, b, "batch");
-        bias_head = broadcast_stride(*bias, o0 + 1, h_q, "nhead_q");
-        bias_row  = broadcast_stride(*bias, o0 + 2, s_q, group ? "total_q" : "seqlen_q");
-    }
+        bias_st = check_bias(*bias, group, qt, b, h_q, s_q, s_k);
+    const index_t bias_row = bias_st.row, bias_head = bias_st.head, bias_batch = bias_st.batch;
 
     TensorPtr alibi = import_opt(o.alibi_slopes, "alibi_slopes", strm);
-    index_t alibi_batch = 0;
-    if (alibi)
-    {
-        if (alibi->ndim() != 1 && alibi->ndim() != 2)
-            invalid("alibi_slopes must be 1-D [nhead_q] or 2-D [batch, nhead_q] float32, got " +
-                    std::to_string(alibi->ndim()) + "-D shape " + shape_str(alibi->shape()));
-        alibi->check_layout(alibi->ndim(), "[nhead_q] or [batch, nhead_q] float32", &kF32, "expected", false);
-        expect_size(*alibi, alibi->ndim() - 1, h_q, "nhead (last dim)", "q's nhead");
-        if (alibi->ndim() == 2)
-            alibi_batch = broadcast_stride(*alibi, 0, b, "batch");
-    }
+    const index_t alibi_batch = alibi ? check_alibi(*alibi, b, h_q) : 0;
 
     TensorPtr sink = import_opt(o.sink, "sink", strm);
     if (sink)
@@ -377,13 +200,7 @@ py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::o
 
     TensorPtr seed_offset = import_opt(o.seed_offset, "seed_offset", strm);
     if (seed_offset)
-    {
-        const DLDataType t = seed_offset->dtype();
-        if (!same_dtype(t, kU64) && !same_dtype(t, kI64))
-            invalid("seed_offset has dtype " + dtype_str(t) + "; expected uint64 (or int64) [seed, offset]");
-        seed_offset->check_layout(1, "[2] uint64 (seed, offset)", &t, "its", false);
-        expect_size(*seed_offset, 0, 2, "length", "[seed, offset]");
-    }
+        check_seed_offset(*seed_offset);
 
     // Outputs. Batch mode: out [b, s_q, h, d_v], lse [b, h, s_q]; group mode: out [total_q, h, d_v], lse [h, total_q].
     const std::vector<int64_t> out_shape = group ? std::vector<int64_t>{s_q, h_q, d_v}
@@ -888,8 +705,9 @@ py::object pa_fwd_asm(const py::object& q_o, const py::object& k_o, const py::ob
 // ------------------------------------------------------------------------------------------------ documentation
 
 constexpr const char* kModuleDoc =
-    "aiter_mha: AITER's MHA forward (aiter::mha_fwd) on NVIDIA GPUs, taking DLPack arrays (torch, CuPy, JAX).\n"
-    "Does not import torch. See mha_fwd.__doc__ and mha_varlen_fwd.__doc__.";
+    "aiter_mha: AITER's MHA forward and backward (aiter::mha_fwd, aiter::mha_bwd) on NVIDIA GPUs, taking DLPack\n"
+    "arrays (torch, CuPy, JAX). Does not import torch. See mha_fwd.__doc__, mha_varlen_fwd.__doc__,\n"
+    "mha_bwd.__doc__ and mha_varlen_bwd.__doc__.";
 
 #define MHA_FEATURE_DOC                                                                                               \
     "scale:   softmax scale, default 1/sqrt(d).\n"                                                                     \
@@ -1022,6 +840,50 @@ PYBIND11_MODULE(aiter_mha, m)
         py::arg("seed_offset") = py::none(), py::arg("return_randval") = false, py::arg("sink") = py::none(),
         py::arg("sink_size") = 0, py::arg("return_lse") = false, py::arg("out") = py::none(),
         py::arg("lse") = py::none(), py::arg("stream") = 0, py::arg("use_asm_v3") = false);
+
+    m.def(
+        "mha_bwd",
+        [](O dout, O q, O k, O v, O out, O softmax_lse, O dropout_p, O softmax_scale, bool is_causal,
+           O window_size_left, O window_size_right, bool deterministic, O dq, O dk, O dv, O dbias, O bias,
+           O alibi_slopes, O rng_state, O gen, O sink_ptr, O d_sink, O mask, O seed, O offset, O stream,
+           bool use_asm_v3) {
+            const BwdArgs a{dout, q, k, v, out, softmax_lse, dropout_p, softmax_scale, window_size_left,
+                            window_size_right, dq, dk, dv, dbias, bias, alibi_slopes, rng_state, gen, sink_ptr,
+                            d_sink, mask, seed, offset, stream, is_causal, deterministic, false, use_asm_v3};
+            return run_bwd(a, nullptr);
+        },
+        kMhaBwdDoc, py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
+        py::arg("softmax_lse"), py::arg("dropout_p"), py::arg("softmax_scale"), py::arg("is_causal"),
+        py::arg("window_size_left"), py::arg("window_size_right"), py::arg("deterministic"),
+        py::arg("dq") = py::none(), py::arg("dk") = py::none(), py::arg("dv") = py::none(),
+        py::arg("dbias") = py::none(), py::arg("bias") = py::none(), py::arg("alibi_slopes") = py::none(),
+        py::arg("rng_state") = py::none(), py::arg("gen") = py::none(), py::arg("sink_ptr") = py::none(),
+        py::arg("d_sink") = py::none(), py::kw_only(), py::arg("mask") = py::none(), py::arg("seed") = 0,
+        py::arg("offset") = 0, py::arg("stream") = 0, py::arg("use_asm_v3") = false);
+
+    m.def(
+        "mha_varlen_bwd",
+        [](O dout, O q, O k, O v, O out, O softmax_lse, O cu_seqlens_q, O cu_seqlens_k, O max_seqlen_q,
+           O max_seqlen_k, O dropout_p, O softmax_scale, bool zero_tensors, bool is_causal, O window_size_left,
+           O window_size_right, bool deterministic, O dq, O dk, O dv, O alibi_slopes, O rng_state, O gen, O bias,
+           O dbias, O sink_ptr, O d_sink, O seqused_q, O seqused_k, O mask, O seed, O offset, O stream,
+           bool use_asm_v3) {
+            const BwdArgs a{dout, q, k, v, out, softmax_lse, dropout_p, softmax_scale, window_size_left,
+                            window_size_right, dq, dk, dv, dbias, bias, alibi_slopes, rng_state, gen, sink_ptr,
+                            d_sink, mask, seed, offset, stream, is_causal, deterministic, zero_tensors, use_asm_v3};
+            const BwdVarlen vl{cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k};
+            return run_bwd(a, &vl);
+        },
+        kVarlenBwdDoc, py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
+        py::arg("softmax_lse"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"),
+        py::arg("max_seqlen_k"), py::arg("dropout_p"), py::arg("softmax_scale"), py::arg("zero_tensors"),
+        py::arg("is_causal"), py::arg("window_size_left"), py::arg("window_size_right"), py::arg("deterministic"),
+        py::arg("dq") = py::none(), py::arg("dk") = py::none(), py::arg("dv") = py::none(),
+        py::arg("alibi_slopes") = py::none(), py::arg("rng_state") = py::none(), py::arg("gen") = py::none(),
+        py::kw_only(), py::arg("bias") = py::none(), py::arg("dbias") = py::none(),
+        py::arg("sink_ptr") = py::none(), py::arg("d_sink") = py::none(), py::arg("seqused_q") = py::none(),
+        py::arg("seqused_k") = py::none(), py::arg("mask") = py::none(), py::arg("seed") = 0, py::arg("offset") = 0,
+        py::arg("stream") = 0, py::arg("use_asm_v3") = false);
 
     m.def("paged_attention_v1_core", &paged_attention_v1_core, kPagedV1Doc, py::arg("out"),
           py::arg("workspace_buffer"), py::arg("query"), py::arg("key_cache"), py::arg("value_cache"),

@@ -276,7 +276,6 @@ class ImportedTensor
             invalid(name_ + ": null data pointer for a non-empty array");
     }
 
-  private:
     // Sufficient non-overlap test: sorted by stride, each stepped dim must jump past the extent of all finer ones.
     bool overlaps() const
     {
@@ -299,6 +298,7 @@ class ImportedTensor
         return false;
     }
 
+  private:
     // obj.__dlpack__(stream=...), or obj itself when it already is a capsule. The stream argument tells the producer
     // which stream will read the data so it can order its pending writes before ours; it is only sent to CUDA arrays
     // (NumPy rejects any stream), and dropped for producers whose __dlpack__ predates the keyword.

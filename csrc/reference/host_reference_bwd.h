@@ -32,6 +32,11 @@ struct AttentionGrads
     float* dv;
     float* dbias;
     int dbias_width;
+    // Optional, to compare like for like with a kernel (AITER's reference does the same): o, the packed O the kernel
+    // read (rounded to its dtype), gives D_i = dO_i . O_i in place of the exact O; round, the kernel's rounding of
+    // P f and dS to its input type before the dV / dQ / dK products (dBias stays unrounded).
+    const float* o          = nullptr;
+    float (*round)(float)   = nullptr;
 };
 
 namespace detail {
@@ -149,7 +154,7 @@ inline void reference_attention_bwd(const AttentionProblem& p, const AttentionGr
                         }
                     double D = 0.0;
                     for (int d = 0; d < p.hdim_v; ++d)
-                        D += double(go[d]) * o[d];
+                        D += double(go[d]) * (g.o != nullptr ? double(g.o[row * p.hdim_v + d]) : o[d]);
                     for (int j = 0; j < seqlen_k; ++j)
                     {
                         double ds = 0.0;
@@ -158,10 +163,11 @@ inline void reference_attention_bwd(const AttentionProblem& p, const AttentionGr
                             const double prob = std::exp(s[j] - lse);
                             const double f    = detail::dropout_factor(p, b, h, i, j);
                             double dz         = 0.0;
+                            const double pf = g.round != nullptr ? double(g.round(float(prob * f))) : prob * f;
                             for (int d = 0; d < p.hdim_v; ++d)
                             {
                                 dz += double(go[d]) * double(v[j * p.v_strides.row + d]);
-                                dv[size_t(j) * p.hdim_v + d] += prob * f * double(go[d]);
+                                dv[size_t(j) * p.hdim_v + d] += pf * double(go[d]);
                             }
                             ds = prob * (f * dz - D);
                         }
@@ -169,7 +175,7 @@ inline void reference_attention_bwd(const AttentionProblem& p, const AttentionGr
                             g.dbias[row * g.dbias_width + j] = float(ds);
                         if (ds == 0.0)
                             continue;
-                        double dx = ds;
+                        double dx = g.round != nullptr ? double(g.round(float(ds))) : ds;
                         if (p.softcap > 0.f)
                         {
                             const double t = std::tanh(x[j] / double(p.softcap));

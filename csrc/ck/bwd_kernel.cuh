@@ -1,0 +1,496 @@
+#pragma once
+// The ck backward pass: three kernels, launched in order on one stream (bwd_launch.cuh).
+//  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row (and, with sink logits, their gradient).
+//  2. bwd_kernel: one CTA per (key block, query head, batch). K and V stay in shared memory; for every query block
+//     that sees the keys it recomputes P = exp(S - LSE) from Q, gets dP = dO V^T, dS = P (dP - D), and accumulates
+//     dV += P^T dO and dK += dS^T Q in registers; dQ = dS K goes to an fp32 accumulator with atomics. Deterministic
+//     mode orders those additions: the CTAs of one query block add in key-block order (a turn counter per query
+//     block), so every run sums in the same order.
+//  3. bwd_convert_dq: dQ = scale * accumulator, in the input type.
+// Masks, ALiBi positions and dropout random values are the forward's (mask.h, ScoreMods, philox.h).
+
+#include "../common/bwd_params.h"
+#include "../common/mask.h"
+#include "../common/philox.h"
+#include "bwd_traits.cuh"
+#include "fwd_features.cuh"
+#include "fwd_utils.cuh"
+#include "seq_info.cuh"
+
+namespace mha::ck {
+
+// Logical lengths and physical first rows of one batch (seq_info.cuh), clamped to the maxima that size the grid and
+// the dQ accumulator: lengths past them are not processed.
+struct BwdSeq : SeqInfo
+{
+    __device__ __forceinline__ BwdSeq(const BwdParams& p, int b) : SeqInfo(p, b)
+    {
+        seqlen_q = max(0, min(seqlen_q, p.max_seqlen_q));
+        seqlen_k = max(0, min(seqlen_k, p.max_seqlen_k));
+    }
+};
+
+// Query rows that see key columns [n_begin, n_end) under the mask (sink-free window), clipped to [0, seqlen_q):
+// row i sees column j iff i + off - left <= j <= i + off + right. Both bounds are non-decreasing in n_begin, which
+// the deterministic turn order relies on.
+__device__ __forceinline__ void rows_seeing(const WindowMask& m, int seqlen_q, int n_begin, int n_end, int& lo,
+                                            int& hi)
+{
+    lo = 0, hi = seqlen_q;
+    if (m.right >= 0)
+        lo = max(0, n_begin - m.diag_offset - m.right);
+    if (m.left >= 0)
+        hi = min(seqlen_q, n_end - 1 - m.diag_offset + m.left + 1);
+}
+
+// ---- 1. D = rowsum(dO * O) ---------------------------------------------------------------------------------------
+// 8 threads per row, 16 rows per 128-thread CTA; grid (ceil(max_seqlen_q / 16), nhead_q, batch).
+template <typename Element>
+__global__ void __launch_bounds__(128) bwd_dot_do_o(const __grid_constant__ BwdParams p)
+{
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int row = blockIdx.x * 16 + threadIdx.x / 8, lane8 = threadIdx.x % 8;
+    const BwdSeq seq(p, b);
+    if (blockIdx.x * 16 >= seq.seqlen_q)
+        return;
+    float acc = 0.f;
+    if (row < seq.seqlen_q)
+    {
+        const int64_t qrow = seq.q_row0 + row;
+        const Element* o  = static_cast<const Element*>(p.o) + (p.seq.is_group ? qrow * p.o_row_stride
+                                                                                : b * p.o_batch_stride +
+                                                                                  row * p.o_row_stride) +
+                            h * p.o_head_stride;
+        const Element* dout = static_cast<const Element*>(p.dout) + (p.seq.is_group ? qrow * p.do_row_stride
+                                                                                     : b * p.do_batch_stride +
+                                                                                       row * p.do_row_stride) +
+                              h * p.do_head_stride;
+        for (int c = lane8 * 2; c < p.hdim_v; c += 16) // hdim_v is a multiple of 8: pairs never straddle the end
+            acc += float(o[c]) * float(dout[c]) + float(o[c + 1]) * float(dout[c + 1]);
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+    if (row < seq.seqlen_q && lane8 == 0)
+    {
+        const int64_t off = (p.seq.is_group ? 0 : b * p.lse_batch_stride) + h * p.lse_head_stride +
+                            (p.seq.is_group ? seq.q_row0 + row : row);
+        p.dsum[off] = acc;
+    }
+}
+
+// Sink-logit gradient, deterministic: one CTA per head sums -exp(sink - lse) * D over (batch, row) in a fixed order.
+// (A template, like every kernel here, so each instance file may carry its own copy.)
+template <int kThreads = 256>
+__global__ void __launch_bounds__(kThreads) bwd_sink_grad(const __grid_constant__ BwdParams p)
+{
+    const int h = blockIdx.x;
+    const float sink = p.sink[h];
+    float acc = 0.f;
+    for (int b = 0; b < p.batch; ++b)
+    {
+        const BwdSeq seq(p, b);
+        for (int i = threadIdx.x; i < seq.seqlen_q; i += kThreads)
+        {
+            const int64_t off = (p.seq.is_group ? 0 : b * p.lse_batch_stride) + h * p.lse_head_stride +
+                                (p.seq.is_group ? seq.q_row0 + i : i);
+            const float lse = p.lse[off];
+            if (lse != -INFINITY)
+                acc -= __expf(sink - lse) * p.dsum[off];
+        }
+    }
+    __shared__ float part[kThreads];
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s >>= 1)
+    {
+        if (threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        p.d_sink[h] = part[0];
+}
+
+// ---- 3. dQ = scale * accumulator ---------------------------------------------------------------------------------
+// grid (ceil(max_seqlen_q / 16), nhead_q, batch), 128 threads: 8 per row.
+template <typename Element, int kHeadDim>
+__global__ void __launch_bounds__(128) bwd_convert_dq(const __grid_constant__ BwdParams p)
+{
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int row = blockIdx.x * 16 + threadIdx.x / 8, lane8 = threadIdx.x % 8;
+    const BwdSeq seq(p, b);
+    if (row >= seq.seqlen_q)
+        return;
+    const float* acc = p.dq_acc + ((int64_t(b) * p.nhead_q + h) * p.max_seqlen_q + row) * kHeadDim;
+    Element* dq = static_cast<Element*>(p.dq) +
+                  (p.seq.is_group ? (seq.q_row0 + row) * p.dq_row_stride
+                                  : b * p.dq_batch_stride + row * p.dq_row_stride) + h * p.dq_head_stride;
+    for (int c = lane8 * 2; c < p.hdim_q; c += 16)
+    {
+        const float2 v = *reinterpret_cast<const float2*>(acc + c);
+        dq[c]     = static_cast<Element>(v.x * p.scale);
+        dq[c + 1] = static_cast<Element>(v.y * p.scale);
+    }
+}
+
+// ---- 2. dQ, dK, dV -----------------------------------------------------------------------------------------------
+template <typename Kt>
+__global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p)
+{
+    using Element = typename Kt::Element;
+    constexpr int kBlockM   = Kt::kBlockM;
+    constexpr int kBlockN   = Kt::kBlockN;
+    constexpr int kHeadDim  = Kt::kHeadDim;
+    constexpr int kHeadDimV = Kt::kHeadDimV;
+
+    extern __shared__ __align__(128) char smem_raw[];
+    const int tidx = threadIdx.x;
+    const int n_block = blockIdx.x, bidh = blockIdx.y, bidb = blockIdx.z;
+    const int bidh_k = bidh / p.head_ratio;
+
+    const BwdSeq seq(p, bidb);
+    const int seqlen_q = seq.seqlen_q, seqlen_k = seq.seqlen_k;
+    const int n_begin = n_block * kBlockN;
+    if (n_begin >= seqlen_k)
+        return;
+    const int n_end = min(n_begin + kBlockN, seqlen_k);
+
+    const WindowMask mask = WindowMask::make(p.mask, seqlen_q, seqlen_k);
+    int row_lo, row_hi;
+    rows_seeing(mask, seqlen_q, n_begin, n_end, row_lo, row_hi);
+    const int m_block_min = row_lo / kBlockM;
+    const int m_block_max = row_hi > row_lo ? (row_hi + kBlockM - 1) / kBlockM : m_block_min;
+
+    // ---- global tensors, offsets in 64 bits; group mode rows are physical ----
+    auto row_off = [&](int64_t row0, int64_t row_s, int64_t batch_s) {
+        return p.seq.is_group ? row0 * row_s : int64_t(bidb) * batch_s;
+    };
+    const Element* q_ptr  = static_cast<const Element*>(p.q) + row_off(seq.q_row0, p.q_row_stride, p.q_batch_stride) +
+                            bidh * p.q_head_stride;
+    const Element* do_ptr = static_cast<const Element*>(p.dout) +
+                            row_off(seq.q_row0, p.do_row_stride, p.do_batch_stride) + bidh * p.do_head_stride;
+    const Element* k_ptr  = static_cast<const Element*>(p.k) + row_off(seq.k_row0, p.k_row_stride, p.k_batch_stride) +
+                            bidh_k * p.k_head_stride + int64_t(n_begin) * p.k_row_stride;
+    const Element* v_ptr  = static_cast<const Element*>(p.v) + row_off(seq.k_row0, p.v_row_stride, p.v_batch_stride) +
+                            bidh_k * p.v_head_stride + int64_t(n_begin) * p.v_row_stride;
+    const int64_t lse_off = (p.seq.is_group ? seq.q_row0 : int64_t(bidb) * p.lse_batch_stride) +
+                            bidh * p.lse_head_stride;
+    float* dq_acc = p.dq_acc + (int64_t(bidb) * p.nhead_q + bidh) * p.max_seqlen_q * kHeadDim;
+
+    auto tile_q = [&](int m) {
+        return make_tensor(make_gmem_ptr(q_ptr + int64_t(m) * kBlockM * p.q_row_stride),
+                           Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_stride(p.q_row_stride, _1{}));
+    };
+    auto tile_do = [&](int m) {
+        return make_tensor(make_gmem_ptr(do_ptr + int64_t(m) * kBlockM * p.do_row_stride),
+                           Shape<Int<kBlockM>, Int<kHeadDimV>>{}, make_stride(p.do_row_stride, _1{}));
+    };
+    Tensor gK = make_tensor(make_gmem_ptr(k_ptr), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+                            make_stride(p.k_row_stride, _1{}));
+    Tensor gV = make_tensor(make_gmem_ptr(v_ptr), Shape<Int<kBlockN>, Int<kHeadDimV>>{},
+                            make_stride(p.v_row_stride, _1{}));
+
+    // ---- shared memory: K | V | Q0 dO0 | Q1 dO1 | P | dS | (LSE, D) x 2 ----
+    Element* smem = reinterpret_cast<Element*>(smem_raw);
+    Tensor sK  = make_tensor(make_smem_ptr(smem), typename Kt::SmemLayoutK{});
+    Tensor sKt = make_tensor(sK.data(), typename Kt::SmemLayoutKt{});
+    Tensor sV  = make_tensor(sK.data() + int(Kt::kSmemKElems), typename Kt::SmemLayoutV{});
+    Element* stage0 = smem + Kt::kSmemKElems + Kt::kSmemVElems;
+    constexpr int kStageElems = Kt::kSmemQElems + Kt::kSmemdOElems;
+    Tensor sQ   = make_tensor(make_smem_ptr(stage0), typename Kt::SmemLayoutQ{});
+    Tensor sQt  = make_tensor(sQ.data(), typename Kt::SmemLayoutQt{});
+    Tensor sdO  = make_tensor(sQ.data() + int(Kt::kSmemQElems), typename Kt::SmemLayoutdO{});
+    Tensor sdOt = make_tensor(sdO.data(), typename Kt::SmemLayoutdOt{});
+    Tensor sP   = make_tensor(make_smem_ptr(stage0 + Kt::kQStages * kStageElems), typename Kt::SmemLayoutP{});
+    Tensor sPt  = make_tensor(sP.data(), typename Kt::SmemLayoutPt{});
+    Tensor sdS  = make_tensor(sP.data() + int(Kt::kSmemPElems), typename Kt::SmemLayoutP{});
+    Tensor sdSt = make_tensor(sdS.data(), typename Kt::SmemLayoutPt{});
+    float* s_stats = reinterpret_cast<float*>(stage0 + Kt::kQStages * kStageElems + 2 * Kt::kSmemPElems);
+    // stage st of a Q / dO (partition of a) tensor, and of the per-row LSE / D
+    auto stage = [&](auto const& t, int st) { return make_tensor(t.data() + st * kStageElems, t.layout()); };
+
+    // ---- global -> shared copies ----
+    typename Kt::GmemCopyQK gmem_copy_qk;
+    typename Kt::GmemCopyV gmem_copy_v;
+    auto gmem_thr_qk = gmem_copy_qk.get_thread_slice(tidx);
+    auto gmem_thr_v  = gmem_copy_v.get_thread_slice(tidx);
+    Tensor tQsQ   = gmem_thr_qk.partition_D(sQ);
+    Tensor tdOsdO = gmem_thr_v.partition_D(sdO);
+    Tensor tQcQ   = gmem_thr_qk.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    Tensor tdOcdO = gmem_thr_v.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
+    Tensor tKcK   = gmem_thr_qk.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+    Tensor tVcV   = gmem_thr_v.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDimV>>{}));
+
+    auto load_q_do = [&](int m_block, int st) {
+        const int rows_left = seqlen_q - m_block * kBlockM;
+        auto sq  = stage(tQsQ, st);
+        auto sdo = stage(tdOsdO, st);
+        copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(tile_q(m_block)), sq, tQcQ, rows_left, p.hdim_q);
+        copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_do(m_block)), sdo, tdOcdO, rows_left, p.hdim_v);
+        // LSE (scaled to log2 units) and D of the block's rows; rows past the end get P = 0 (LSE = +inf), D = 0
+        float* stats = s_stats + st * 2 * kBlockM;
+        for (int r = tidx; r < kBlockM; r += Kt::kNThreads)
+        {
+            const int row = m_block * kBlockM + r;
+            const bool ok = row < seqlen_q;
+            stats[r]           = ok ? p.lse[lse_off + row] * kLog2e : INFINITY;
+            stats[kBlockM + r] = ok ? p.dsum[lse_off + row] : 0.f;
+        }
+    };
+
+    // ---- prologue: K, V and the first Q / dO block in flight ----
+    Tensor tKsK = gmem_thr_qk.partition_D(sK);
+    Tensor tVsV = gmem_thr_v.partition_D(sV);
+    copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(gK), tKsK, tKcK, n_end - n_begin, p.hdim_q);
+    copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(gV), tVsV, tVcV, n_end - n_begin, p.hdim_v);
+    if (m_block_min < m_block_max)
+        load_q_do(m_block_min, 0);
+    cute::cp_async_fence();
+
+    // ---- MMA partitions ----
+    typename Kt::TiledMmaSdP mma_sdp;
+    typename Kt::TiledMmadKV mma_dkv;
+    typename Kt::TiledMmadQ mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(tidx);
+    auto thr_dkv = mma_dkv.get_thread_slice(tidx);
+    auto thr_dq  = mma_dq.get_thread_slice(tidx);
+
+    Tensor tSrQ   = thr_sdp.partition_fragment_A(sQ);
+    Tensor tSrK   = thr_sdp.partition_fragment_B(sK);
+    Tensor tdPrdO = thr_sdp.partition_fragment_A(sdO);
+    Tensor tdPrV  = thr_sdp.partition_fragment_B(sV);
+    Tensor tdVrPt = thr_dkv.partition_fragment_A(sPt);
+    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);
+    Tensor tdKrdSt = thr_dkv.partition_fragment_A(sdSt);
+    Tensor tdKrQt  = thr_dkv.partition_fragment_B(sQt);
+    Tensor tdQrdS  = thr_dq.partition_fragment_A(sdS);
+    Tensor tdQrKt  = thr_dq.partition_fragment_B(sKt);
+
+    auto copy_a_sdp = make_tiled_copy_A(typename Kt::SmemCopyAtom{}, mma_sdp);
+    auto copy_b_sdp = make_tiled_copy_B(typename Kt::SmemCopyAtom{}, mma_sdp);
+    auto copy_a_dkv = make_tiled_copy_A(typename Kt::SmemCopyAtomTransposed{}, mma_dkv);
+    auto copy_b_dkv = make_tiled_copy_B(typename Kt::SmemCopyAtomTransposed{}, mma_dkv);
+    auto copy_a_dq  = make_tiled_copy_A(typename Kt::SmemCopyAtom{}, mma_dq);
+    auto copy_b_dq  = make_tiled_copy_B(typename Kt::SmemCopyAtomTransposed{}, mma_dq);
+    auto thr_a_sdp = copy_a_sdp.get_thread_slice(tidx);
+    auto thr_b_sdp = copy_b_sdp.get_thread_slice(tidx);
+    auto thr_a_dkv = copy_a_dkv.get_thread_slice(tidx);
+    auto thr_b_dkv = copy_b_dkv.get_thread_slice(tidx);
+    auto thr_a_dq  = copy_a_dq.get_thread_slice(tidx);
+    auto thr_b_dq  = copy_b_dq.get_thread_slice(tidx);
+    Tensor tSsQ    = thr_a_sdp.partition_S(sQ);
+    Tensor tdPsdO  = thr_a_sdp.partition_S(sdO);
+    Tensor tSsK    = thr_b_sdp.partition_S(sK);
+    Tensor tdPsV   = thr_b_sdp.partition_S(sV);
+    Tensor tdVsPt  = thr_a_dkv.partition_S(sPt);
+    Tensor tdKsdSt = thr_a_dkv.partition_S(sdSt);
+    Tensor tdVsdOt = thr_b_dkv.partition_S(sdOt);
+    Tensor tdKsQt  = thr_b_dkv.partition_S(sQt);
+    Tensor tdQsdS  = thr_a_dq.partition_S(sdS);
+    Tensor tdQsKt  = thr_b_dq.partition_S(sKt);
+
+    // P / dS registers -> shared memory
+    auto store_pds = make_tiled_copy_C(typename Kt::SmemStoreAtom{}, mma_sdp);
+    auto thr_store = store_pds.get_thread_slice(tidx);
+    Tensor tPsP  = thr_store.partition_D(sP);
+    Tensor tdSsdS = thr_store.partition_D(sdS);
+
+    Tensor acc_dk = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    Tensor acc_dv = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDimV>>{});
+    clear(acc_dk);
+    clear(acc_dv);
+
+    Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+    Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+
+    // ---- score modifiers and dropout, as the forward applies them ----
+    ScoreMods<Element> mods{};
+    mods.scale          = p.scale;
+    mods.softcap        = 0.f;
+    mods.alibi_offset   = p.mod.alibi_mode == 0 ? seqlen_k - seqlen_q : 0;
+    mods.alibi_vertical = p.mod.alibi_mode == 2;
+    mods.seqlen_q       = seqlen_q;
+    mods.seqlen_k       = seqlen_k;
+    if (p.mod.bias != nullptr)
+    {
+        mods.bias = static_cast<const Element*>(p.mod.bias) +
+                    (p.seq.is_group ? seq.q_row0 * p.mod.bias_row_stride : bidb * p.mod.bias_batch_stride) +
+                    bidh * p.mod.bias_head_stride;
+        mods.bias_row_stride = p.mod.bias_row_stride;
+    }
+    mods.alibi_slope = p.mod.alibi_slopes ? p.mod.alibi_slopes[bidb * p.mod.alibi_batch_stride + bidh] : 0.f;
+    Element* dbias = nullptr;
+    if (Kt::kFull && p.dbias != nullptr)
+        dbias = static_cast<Element*>(p.dbias) +
+                (p.seq.is_group ? seq.q_row0 * p.dbias_row_stride : bidb * p.dbias_batch_stride) +
+                bidh * p.dbias_head_stride;
+    const bool has_dropout = Kt::kFull && p.drop.enabled;
+    uint64_t drop_seed = 0, drop_offset = 0;
+    if (has_dropout)
+    {
+        drop_seed   = p.drop.seed_ptr ? *p.drop.seed_ptr : p.drop.seed;
+        drop_offset = p.drop.offset_ptr ? *p.drop.offset_ptr : p.drop.offset;
+    }
+    const int drop_bh = bidb * p.nhead_q + bidh;
+
+    // deterministic turns: the first key block whose CTA visits query block m (see rows_seeing)
+    int first_visitor = 0;
+    auto first_visitor_of = [&](int m_block) {
+        for (;; ++first_visitor)
+        {
+            int lo, hi;
+            const int nb = first_visitor * kBlockN;
+            rows_seeing(mask, seqlen_q, nb, min(nb + kBlockN, seqlen_k), lo, hi);
+            if (hi > lo && (hi + kBlockM - 1) / kBlockM > m_block)
+                return first_visitor;
+        }
+    };
+    const int m_blocks_total = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
+    int32_t* turns = p.dq_turn ? p.dq_turn + (int64_t(bidb) * p.nhead_q + bidh) * m_blocks_total : nullptr;
+
+    int st = 0;
+    for (int m_block = m_block_min; m_block < m_block_max; ++m_block, st ^= 1)
+    {
+        const int m_begin = m_block * kBlockM;
+        cute::cp_async_wait<0>();
+        __syncthreads(); // Q / dO of this block (and K / V) landed; the other stage is free
+        if (m_block + 1 < m_block_max)
+            load_q_do(m_block + 1, st ^ 1);
+        cute::cp_async_fence();
+
+        const float* lse2 = s_stats + st * 2 * kBlockM; // LSE * log2(e)
+        const float* dsum = lse2 + kBlockM;
+
+        // S = Q K^T and dP = dO V^T
+        Tensor acc_s  = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
+        Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
+        clear(acc_s);
+        clear(acc_dp);
+        gemm_smem_smem(acc_s, tSrQ, tSrK, stage(tSsQ, st), tSsK, mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp,
+                       thr_b_sdp);
+        gemm_smem_smem(acc_dp, tdPrdO, tdPrV, stage(tdPsdO, st), tdPsV, mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp,
+                       thr_b_sdp);
+
+        // logits as the forward saw them, the mask, P = exp(logit - LSE), dropout, dS = P (dP - D)
+        if constexpr (Kt::kFull)
+            mods.apply(acc_s, tScS, m_begin, n_begin);
+        else
+        {
+            CUTE_UNROLL
+            for (int i = 0; i < size(acc_s); ++i)
+                acc_s(i) *= p.scale;
+        }
+        const bool full_tile = mask.tile_fully_visible(m_begin, m_begin + kBlockM, n_begin, n_begin + kBlockN);
+        Tensor tPrP  = make_tensor_like<Element>(acc_s);
+        Tensor tdSrdS = make_tensor_like<Element>(acc_s);
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc_s); i += 2) // (i, i + 1): adjacent columns of one row, one 16-column group
+        {
+            const int r = get<0>(tScS(i)), c = get<1>(tScS(i));
+            const int row = m_begin + r, col = n_begin + c;
+            uint32_t word = 0;
+            if (has_dropout)
+            {
+                const Philox4 rnd = dropout_random16(drop_seed, drop_offset, drop_bh, row, col >> 4);
+                const int byte = col & 15;
+                word = byte < 8 ? (byte < 4 ? rnd.x : rnd.y) : (byte < 12 ? rnd.z : rnd.w);
+            }
+            CUTE_UNROLL
+            for (int e = 0; e < 2; ++e)
+            {
+                float x = acc_s(i + e);
+                if (!full_tile && !mask.visible(row, col + e))
+                    x = -INFINITY;
+                float prob = x == -INFINITY ? 0.f : exp2f(x * kLog2e - lse2[r]);
+                float dp   = acc_dp(i + e);
+                if (has_dropout)
+                {
+                    const uint8_t rv = uint8_t(word >> (8 * ((col + e) & 3)));
+                    const bool keep = rv <= p.drop.keep_threshold;
+                    dp = keep ? dp * p.drop.rp_keep : 0.f;
+                    tPrP(i + e) = static_cast<Element>(keep ? prob * p.drop.rp_keep : 0.f);
+                }
+                else
+                    tPrP(i + e) = static_cast<Element>(prob);
+                const float ds = prob * (dp - dsum[r]);
+                tdSrdS(i + e) = static_cast<Element>(ds);
+                if (dbias != nullptr && row < seqlen_q && col + e < seqlen_k)
+                    dbias[row * p.dbias_row_stride + col + e] = static_cast<Element>(ds);
+            }
+        }
+        cute::copy(store_pds, thr_store.retile_S(tPrP), tPsP);
+        cute::copy(store_pds, thr_store.retile_S(tdSrdS), tdSsdS);
+        __syncthreads(); // P and dS visible to every warp
+
+        // dV += P^T dO, dK += dS^T Q
+        gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, stage(tdVsdOt, st), mma_dkv, copy_a_dkv, copy_b_dkv,
+                       thr_a_dkv, thr_b_dkv);
+        gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, stage(tdKsQt, st), mma_dkv, copy_a_dkv, copy_b_dkv,
+                       thr_a_dkv, thr_b_dkv);
+
+        // dQ (this key block's part) = dS K, added to the fp32 accumulator
+        Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+        clear(acc_dq);
+        gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_a_dq, copy_b_dq, thr_a_dq, thr_b_dq);
+        if (turns != nullptr)
+        {
+            // wait for the key blocks before this one to have added theirs
+            if (tidx == 0)
+            {
+                const int turn = n_block - first_visitor_of(m_block);
+                while (atomicAdd(turns + m_block, 0) != turn)
+                    __nanosleep(64);
+            }
+            __syncthreads();
+        }
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc_dq); ++i)
+        {
+            const int row = m_begin + get<0>(tdQcdQ(i));
+            if (row < seqlen_q)
+                atomicAdd(dq_acc + int64_t(row) * kHeadDim + get<1>(tdQcdQ(i)), acc_dq(i));
+        }
+        if (turns != nullptr)
+        {
+            __threadfence();
+            __syncthreads();
+            if (tidx == 0)
+                atomicAdd(turns + m_block, 1);
+        }
+        __syncthreads(); // every warp done with P, dS and this Q / dO stage
+    }
+
+    // ---- epilogue: dK = scale * acc, dV; per query head ----
+    Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+    Tensor tdVc  = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDimV>>{}));
+    Element* dk = static_cast<Element*>(p.dk) + row_off(seq.k_row0, p.dk_row_stride, p.dk_batch_stride) +
+                  bidh * p.dk_head_stride + int64_t(n_begin) * p.dk_row_stride;
+    Element* dv = static_cast<Element*>(p.dv) + row_off(seq.k_row0, p.dv_row_stride, p.dv_batch_stride) +
+                  bidh * p.dv_head_stride + int64_t(n_begin) * p.dv_row_stride;
+    const int rows = n_end - n_begin;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dk); i += 2)
+    {
+        const int r = get<0>(tdKVc(i)), c = get<1>(tdKVc(i));
+        if (r < rows && c < p.hdim_q) // hdim_q is even: the pair stays inside
+        {
+            Element* d = dk + int64_t(r) * p.dk_row_stride + c;
+            d[0] = static_cast<Element>(acc_dk(i) * p.scale);
+            d[1] = static_cast<Element>(acc_dk(i + 1) * p.scale);
+        }
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dv); i += 2)
+    {
+        const int r = get<0>(tdVc(i)), c = get<1>(tdVc(i));
+        if (r < rows && c < p.hdim_v)
+        {
+            Element* d = dv + int64_t(r) * p.dv_row_stride + c;
+            d[0] = static_cast<Element>(acc_dv(i));
+            d[1] = static_cast<Element>(acc_dv(i + 1));
+        }
+    }
+}
+
+} // namespace mha::ck

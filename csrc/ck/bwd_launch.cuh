@@ -1,0 +1,50 @@
+#pragma once
+// Host-side launcher of one ck backward instance: dot(dO, O) preprocess [+ sink gradient], the dQ/dK/dV kernel
+// (grid = key blocks x query heads x batch), then the dQ conversion, all on one stream. The caller (csrc/api) has
+// put a zeroed fp32 dQ accumulator (and, deterministic, zeroed turn counters) into p; bwd_workspace_bytes sizes it.
+// Generated instance files (build/gen/bwd_ck_*.cu) call run_bwd<Traits>; csrc/api never sees CuTe.
+
+#include "bwd_kernel.cuh"
+
+#include <cuda_runtime.h>
+
+namespace mha::ck {
+
+template <typename Kt>
+cudaError_t run_bwd(const BwdParams& p, cudaStream_t stream)
+{
+    using Element = typename Kt::Element;
+    const dim3 row_grid((p.max_seqlen_q + 15) / 16, p.nhead_q, p.batch);
+    cudaError_t err = cudaSuccess;
+    if (p.max_seqlen_q > 0)
+    {
+        bwd_dot_do_o<Element><<<row_grid, 128, 0, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (p.d_sink != nullptr)
+    {
+        bwd_sink_grad<><<<p.nhead_q, 256, 0, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (p.max_seqlen_k > 0) // keys without queries still get dK = dV = 0
+    {
+        auto kernel = &bwd_kernel<Kt>;
+        if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Kt::kSmemBytes)) !=
+            cudaSuccess)
+            return err;
+        const dim3 grid((p.max_seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN, p.nhead_q, p.batch);
+        kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (p.max_seqlen_q > 0)
+    {
+        bwd_convert_dq<Element, Kt::kHeadDim><<<row_grid, 128, 0, stream>>>(p);
+        err = cudaGetLastError();
+    }
+    return err;
+}
+
+} // namespace mha::ck

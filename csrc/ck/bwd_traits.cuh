@@ -1,0 +1,89 @@
+#pragma once
+// Compile-time shape of one ck backward instance. A CTA owns kBlockN keys of one (batch, query head) and walks the
+// query blocks of kBlockM rows that see them; five mma.sync GEMMs per step, each with its own warp arrangement:
+//   S  = Q K^T,  dP = dO V^T   (kBlockM x kBlockN)      TiledMmaSdP: kAtomMSdP warps along M
+//   dV += P^T dO, dK += dS^T Q (kBlockN x hdim)         TiledMmadKV: kAtomNdKV warps along N
+//   dQ  = dS K                 (kBlockM x hdim_q)       TiledMmadQ:  kAtomMdQ warps along M
+// P and dS go through shared memory (as the input type) to serve as the transposed operands. Q and dO are
+// double-buffered: the next query block streams in while this one computes.
+// Tiles per head dim are in csrc/codegen/generate.py CK_BWD_TILES.
+
+#include "fwd_traits.cuh"
+
+namespace mha::ck {
+
+// kFull: elementwise bias (+ dbias), ALiBi and dropout (run-time selected); the plain instance has only the mask.
+template <typename Element_, int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kNWarps_, int kAtomMSdP_,
+          int kAtomNdKV_, int kAtomMdQ_, bool kFull_ = true>
+struct BwdKernelTraits
+{
+    using Element = Element_;
+
+    static constexpr int kHeadDim  = kHeadDim_;
+    static constexpr int kHeadDimV = kHeadDimV_;
+    static constexpr int kBlockM   = kBlockM_;
+    static constexpr int kBlockN   = kBlockN_;
+    static constexpr int kNWarps   = kNWarps_;
+    static constexpr int kNThreads = kNWarps * 32;
+    static constexpr int kAtomMSdP = kAtomMSdP_;
+    static constexpr int kAtomNdKV = kAtomNdKV_;
+    static constexpr int kAtomMdQ  = kAtomMdQ_;
+#ifdef MHA_BWD_FORCE_PLAIN // experiments: every instance plain
+    static constexpr bool kFull = false;
+#else
+    static constexpr bool kFull = kFull_;
+#endif
+
+    static_assert(kHeadDim % 32 == 0 && kHeadDimV % 32 == 0, "instance head dims must be multiples of 32");
+    static_assert(kNWarps % kAtomMSdP == 0 && kNWarps % kAtomNdKV == 0 && kNWarps % kAtomMdQ == 0);
+    static_assert(kBlockM % (16 * kAtomMSdP) == 0 && kBlockN % (16 * (kNWarps / kAtomMSdP)) == 0);
+    static_assert(kBlockN % (16 * kAtomNdKV) == 0 && kBlockM % (16 * kAtomMdQ) == 0);
+
+    using MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
+                                       MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
+                                       MMA_Atom<SM80_16x8x16_F32BF16BF16F32_TN>>;
+    template <int kAtomM>
+    using WarpTiledMma = TiledMMA<MmaAtom, Layout<Shape<Int<kAtomM>, Int<kNWarps / kAtomM>, _1>>,
+                                  Tile<Int<16 * kAtomM>, Int<16 * (kNWarps / kAtomM)>, _16>>;
+    using TiledMmaSdP = WarpTiledMma<kAtomMSdP>;
+    using TiledMmadKV = WarpTiledMma<kAtomNdKV>;
+    using TiledMmadQ  = WarpTiledMma<kAtomMdQ>;
+
+    template <int kRows, int kWidth>
+    using SmemLayout = decltype(tile_to_shape(typename SmemTile<kWidth>::Atom{}, Shape<Int<kRows>, Int<kWidth>>{}));
+    // (cols, rows) view of a (rows, cols) layout: the transposed operand, read with ldmatrix.trans
+    template <typename L, int kRows, int kCols>
+    using Transposed = decltype(composition(L{}, make_layout(Shape<Int<kCols>, Int<kRows>>{}, GenRowMajor{})));
+
+    using SmemLayoutQ   = SmemLayout<kBlockM, kHeadDim>;
+    using SmemLayoutdO  = SmemLayout<kBlockM, kHeadDimV>;
+    using SmemLayoutK   = SmemLayout<kBlockN, kHeadDim>;
+    using SmemLayoutV   = SmemLayout<kBlockN, kHeadDimV>;
+    using SmemLayoutP   = SmemLayout<kBlockM, kBlockN>; // P (after dropout) and dS
+    using SmemLayoutQt  = Transposed<SmemLayoutQ, kBlockM, kHeadDim>;   // (hdim, M)
+    using SmemLayoutdOt = Transposed<SmemLayoutdO, kBlockM, kHeadDimV>; // (hdim_v, M)
+    using SmemLayoutKt  = Transposed<SmemLayoutK, kBlockN, kHeadDim>;   // (hdim, N)
+    using SmemLayoutPt  = Transposed<SmemLayoutP, kBlockM, kBlockN>;    // (N, M)
+
+    static constexpr int kSmemQElems  = kBlockM * kHeadDim;
+    static constexpr int kSmemdOElems = kBlockM * kHeadDimV;
+    static constexpr int kSmemKElems  = kBlockN * kHeadDim;
+    static constexpr int kSmemVElems  = kBlockN * kHeadDimV;
+    static constexpr int kSmemPElems  = kBlockM * kBlockN;
+    static constexpr int kQStages     = 2;
+    // K | V | (Q | dO) x 2 | P | dS | LSE, D x 2 (fp32)
+    static constexpr int kSmemBytes =
+        (kSmemKElems + kSmemVElems + kQStages * (kSmemQElems + kSmemdOElems) + 2 * kSmemPElems) *
+            int(sizeof(Element)) + kQStages * 2 * kBlockM * int(sizeof(float));
+
+    using SmemCopyAtom           = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
+    using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
+    using SmemStoreAtom          = Copy_Atom<UniversalCopy<cute::uint32_t>, Element>; // register pairs -> smem
+
+    using GmemCopyQK = typename GmemTiledCopy<Element, kHeadDim, kNThreads,
+                                              SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>>::type;
+    using GmemCopyV  = typename GmemTiledCopy<Element, kHeadDimV, kNThreads,
+                                              SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>>::type;
+};
+
+} // namespace mha::ck
