@@ -228,14 +228,28 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         auto sdo = stage(tdOsdO, st);
         copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(tile_q(m_block)), sq, tQcQ, rows_left, p.hdim_q);
         copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_do(m_block)), sdo, tdOcdO, rows_left, p.hdim_v);
-        // LSE (scaled to log2 units) and D of the block's rows; rows past the end get P = 0 (LSE = +inf), D = 0
+        // LSE and D of the block's rows; rows past the end get P = 0 (LSE = +inf), D = 0. kAsyncStats: raw LSE through
+        // cp.async with the tiles; else LSE * log2(e) through registers (the loads stall the first warps).
         float* stats = s_stats + st * 2 * kBlockM;
         for (int r = tidx; r < kBlockM; r += Kt::kNThreads)
         {
             const int row = m_block * kBlockM + r;
             const bool ok = row < seqlen_q;
-            stats[r]           = ok ? p.lse[lse_off + row] * kLog2e : INFINITY;
-            stats[kBlockM + r] = ok ? p.dsum[lse_off + row] : 0.f;
+            if constexpr (Kt::kAsyncStats)
+            {
+                if (ok)
+                {
+                    SM80_CP_ASYNC_CACHEALWAYS<float>::copy(p.lse[lse_off + row], stats[r]);
+                    SM80_CP_ASYNC_CACHEALWAYS<float>::copy(p.dsum[lse_off + row], stats[kBlockM + r]);
+                }
+                else
+                    stats[r] = INFINITY, stats[kBlockM + r] = 0.f;
+            }
+            else
+            {
+                stats[r]           = ok ? p.lse[lse_off + row] * kLog2e : INFINITY;
+                stats[kBlockM + r] = ok ? p.dsum[lse_off + row] : 0.f;
+            }
         }
     };
 
@@ -359,7 +373,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
             load_q_do(m_block + 1, st ^ 1);
         cute::cp_async_fence();
 
-        const float* lse2 = s_stats + st * 2 * kBlockM; // LSE * log2(e)
+        const float* lse2 = s_stats + st * 2 * kBlockM; // LSE * log2(e); kAsyncStats: LSE
         const float* dsum = lse2 + kBlockM;
 
         // S = Q K^T and dP = dO V^T
@@ -402,7 +416,8 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 float x = acc_s(i + e);
                 if (!full_tile && !mask.visible(row, col + e))
                     x = -INFINITY;
-                float prob = x == -INFINITY ? 0.f : exp2f(x * kLog2e - lse2[r]);
+                float prob = x == -INFINITY ? 0.f
+                             : Kt::kAsyncStats ? exp2f((x - lse2[r]) * kLog2e) : exp2f(x * kLog2e - lse2[r]);
                 float dp   = acc_dp(i + e);
                 if (has_dropout)
                 {

@@ -28,6 +28,13 @@ struct BwdKernelTraits
     static constexpr int kAtomMSdP = kAtomMSdP_;
     static constexpr int kAtomNdKV = kAtomNdKV_;
     static constexpr int kAtomMdQ  = kAtomMdQ_;
+    // LSE / D of a query block through cp.async with its Q / dO tiles instead of register loads at the top of the
+    // step. Not yet measured, so off by default: -DMHA_BWD_ASYNC_STATS=1 (scripts/tile_experiment.sh, TILE_API=bwd).
+#ifdef MHA_BWD_ASYNC_STATS
+    static constexpr bool kAsyncStats = MHA_BWD_ASYNC_STATS;
+#else
+    static constexpr bool kAsyncStats = false;
+#endif
 #ifdef MHA_BWD_FORCE_PLAIN // experiments: every instance plain
     static constexpr bool kFull = false;
 #else
