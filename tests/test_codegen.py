@@ -49,12 +49,15 @@ def test_table_keeps_unbuilt_rows_with_a_hint():
     chosen = gen.select(inst, ["fwd"], ["bf16"], ["128x128"], "", ["plain"])
     text = gen.fwd_table_source(inst, chosen, ["sm_90a"])
     fwd = [i for i in inst if i.api != "bwd"]
-    assert text.count("nullptr") == len(fwd) - 1  # every other known instance is listed, not built
+    # every other known instance is listed, not built (null launch and shared-memory size)
+    assert text.count("nullptr") == 2 * (len(fwd) - 1)
     assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain" in text
+    assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain_smem" in text
     assert '"--api fwd --dtypes fp16 --hdims 64x64 --variants full"' in text
     assert '"sm_90a", kArchCcs, 1' in text
     bwd = gen.bwd_table_source(inst, gen.select(inst, ["bwd"], ["bf16"], ["128"], ""), ["sm_90a"])
-    assert bwd.count("nullptr") == len(inst) - len(fwd) - 2
+    assert bwd.count("nullptr") == 2 * (len(inst) - len(fwd) - 2)
+    assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_plain_smem" in bwd
     assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_full" in bwd
     assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_plain" in bwd
 
@@ -115,3 +118,14 @@ def test_compile_py_never_imports_torch():
             "assert 'torch' not in sys.modules, 'compile.py imported torch'" % os.path.join(ROOT, "compile.py"))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_instance_sources_export_their_shared_memory_size():
+    """csrc/api checks <fn>_smem against the device's per-block limit before it launches (a clear reason on GPUs
+    with less shared memory than the tile needs, instead of a CUDA launch error)."""
+    inst = gen.all_instances()
+    for api in ("fwd", "fwd_splitkv", "bwd"):
+        i = next(x for x in inst if x.api == api)
+        src = gen.instance_source(i)
+        traits = "BwdKernelTraits" if api == "bwd" else "FwdKernelTraits"
+        assert f"extern const int {i.fn}_smem = mha::ck::{traits}<" in src and "::kSmemBytes;" in src

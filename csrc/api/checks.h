@@ -59,6 +59,18 @@ inline std::string current_cc(int& cc)
     return "";
 }
 
+// "" when a kernel with `bytes` of dynamic shared memory per CTA fits the current device, else why not (sm_86 / sm_89
+// allow 99 KiB, sm_80 163 KiB, sm_90 227 KiB; the larger tiles need Hopper or A100).
+inline std::string smem_unfit(const char* name, const int* bytes)
+{
+    int dev = 0, optin = 0;
+    if (bytes == nullptr || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess || *bytes <= optin)
+        return "";
+    return std::string(name) + " needs " + str(*bytes) + " bytes of shared memory per block but this GPU allows " +
+           str(optin);
+}
+
 inline bool arch_built(const BuildInfo& build, int cc)
 {
     for (int i = 0; i < build.num_archs; ++i)

@@ -277,6 +277,8 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
         return fail("mha_bwd: this library was built for " + std::string(kBwdBuildInfo.archs) + " but the GPU is sm_" +
                     str(cc) + "; rebuild with `python3 compile.py --arch sm_" + str(cc) + (cc == 90 ? "a`" : "`"));
     mha_set_last_kernel_name(in->name);
+    if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
+        return fail("mha_bwd: " + why);
 
     BwdParams p = make_params(args);
     // workspace: fp32 dQ accumulator [batch, nhead_q, max_seqlen_q, instance hdim], then (deterministic) one turn

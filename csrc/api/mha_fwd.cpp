@@ -339,6 +339,8 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
             mha_set_last_kernel_name(in->name);
             if (nothing_to_do)
                 return 0.f;
+            if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
+                return fail("mha_fwd: " + why);
             const FwdParams p = make_params(args);
             return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
         }
@@ -359,7 +361,7 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
                                                    kDecodeBlockM))
         {
             int cc = 0;
-            if (current_cc(cc).empty() && arch_built(cc))
+            if (current_cc(cc).empty() && arch_built(cc) && smem_unfit(dec->name, dec->smem_bytes).empty())
             {
                 mha_set_last_kernel_name(dec->name);
                 if (nothing_to_do)
@@ -386,6 +388,8 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
     mha_set_last_kernel_name(in->name);
     if (nothing_to_do)
         return 0.f; // nothing to compute; O and LSE are empty
+    if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
+        return fail("mha_fwd: " + why);
     const FwdParams p = make_params(args);
     return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
 }
@@ -539,6 +543,8 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
     aiter::mha_set_last_kernel_name(in->name);
     if ((f.is_group_mode ? f.max_seqlen_q : f.seqlen_q) == 0)
         return 0.f;
+    if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
+        return fail(who + ": " + why);
     return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
 }
 

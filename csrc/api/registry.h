@@ -30,6 +30,7 @@ struct FwdInstance
     const char* name;         // kernel name printed by -kname / log_level_
     const char* compile_hint; // compile.py options that build this instance
     FwdLaunchFn launch;       // nullptr: not in this build
+    const int* smem_bytes;    // dynamic shared memory per CTA (nullptr: not in this build)
 };
 
 struct BuildInfo
@@ -56,6 +57,7 @@ struct BwdInstance
     const char* name;
     const char* compile_hint;
     BwdLaunchFn launch; // nullptr: not in this build
+    const int* smem_bytes; // dynamic shared memory per CTA (nullptr: not in this build)
 };
 
 extern const FwdInstance kFwdInstances[];
