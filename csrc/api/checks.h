@@ -5,9 +5,11 @@
 #include "launch.h"
 #include "registry.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <variant>
 
 namespace mha {
 
@@ -42,6 +44,79 @@ std::string invalid_sequences(const Args& a)
     if (a.seqlen_q < 0 || a.seqlen_k < 0)
         return "seqlen_q and seqlen_k must be >= 0, got " + str(a.seqlen_q) + " and " + str(a.seqlen_k);
     return "";
+}
+
+// Sequence layout pointers of batch / group mode, as the kernels read them (SeqParams).
+template <typename Args>
+void fill_sequences(SeqParams& q, const Args& a)
+{
+    q.is_group    = a.is_group_mode;
+    q.seqstart_q  = static_cast<const int32_t*>(a.seqstart_q_ptr);
+    q.seqstart_k  = static_cast<const int32_t*>(a.seqstart_k_ptr);
+    q.seqlen_q    = static_cast<const int32_t*>(a.seqlen_q_ptr);
+    q.seqlen_k    = static_cast<const int32_t*>(a.seqlen_k_ptr);
+    q.cu_seqlen_q = static_cast<const int32_t*>(a.cu_seqlen_q_ptr);
+    q.cu_seqlen_k = static_cast<const int32_t*>(a.cu_seqlen_k_ptr);
+}
+
+// Elementwise bias / ALiBi slopes and dropout (p_drop, device seed / offset): "" when valid, else the reason.
+template <typename Args>
+std::string invalid_bias_or_dropout(const Args& a)
+{
+    if (a.bias_type == 1)
+    {
+        if (a.bias_ptr == nullptr || !aligned(a.bias_ptr, 2))
+            return "bias_type 1 (elementwise) needs a 2-byte aligned bias_ptr";
+        if (a.stride_bias < 0 || a.nhead_stride_bias < 0 || a.batch_stride_bias < 0)
+            return "stride_bias, nhead_stride_bias and batch_stride_bias must be >= 0";
+    }
+    if (a.bias_type == 2)
+    {
+        if (a.bias_ptr == nullptr || !aligned(a.bias_ptr, 4))
+            return "bias_type 2 (alibi) needs a 4-byte aligned fp32 slope array in bias_ptr";
+        if (a.stride_bias < 0)
+            return "alibi stride_bias must be 0 ([h] slopes) or nhead_q ([b, h] slopes), got " + str(a.stride_bias);
+    }
+    if (!(a.p_drop >= 0.f && a.p_drop < 1.f))
+        return "p_drop must be in [0, 1), got " + std::to_string(a.p_drop);
+    if (a.p_drop > 0.f)
+        if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
+            if (ptrs->first == nullptr || ptrs->second == nullptr || !aligned(ptrs->first, 8) ||
+                !aligned(ptrs->second, 8))
+                return "drop_seed_offset device pointers must be non-null, 8-byte aligned uint64 values";
+    return "";
+}
+
+// The kernels' view of bias_type 1 / 2 and of dropout (the backward regenerates the forward's random values from
+// the same fields). window_generic ALiBi and mask anchoring follow CK.
+template <typename Args>
+void fill_bias_and_dropout(ScoreModParams& m, DropoutParams& d, const Args& a)
+{
+    if (a.bias_type == 1)
+    {
+        m.bias = a.bias_ptr;
+        m.bias_row_stride = a.stride_bias, m.bias_head_stride = a.nhead_stride_bias;
+        m.bias_batch_stride = a.batch_stride_bias;
+    }
+    if (a.bias_type == 2)
+    {
+        m.alibi_slopes = static_cast<const float*>(a.bias_ptr);
+        m.alibi_batch_stride = a.stride_bias;
+        const bool causal = a.window_size_left < 0 && a.window_size_right == 0;
+        m.alibi_mode = a.mask_type == 0 ? 0 : causal ? 2 : a.mask_type == 1 ? 1 : 0;
+    }
+    if (a.p_drop > 0.f)
+    {
+        const float keep = 1.f - a.p_drop;
+        d.enabled = true;
+        d.keep_threshold = static_cast<uint8_t>(std::floor(keep * 255.f));
+        d.rp_keep = 1.f / keep;
+        if (auto* v = std::get_if<std::pair<uint64_t, uint64_t>>(&a.drop_seed_offset))
+            d.seed = v->first, d.offset = v->second;
+        else if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
+            d.seed_ptr = static_cast<const uint64_t*>(ptrs->first),
+            d.offset_ptr = static_cast<const uint64_t*>(ptrs->second);
+    }
 }
 
 // The compute capability of the current device, or an error reason.

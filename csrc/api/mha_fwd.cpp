@@ -56,28 +56,10 @@ bool needs_full(const aiter::mha_fwd_args& a)
 
 std::string invalid_features(const aiter::mha_fwd_args& a)
 {
-    if (a.bias_type == 1)
-    {
-        if (a.bias_ptr == nullptr || !aligned(a.bias_ptr, 2))
-            return "bias_type 1 (elementwise) needs a 2-byte aligned bias_ptr";
-        if (a.stride_bias < 0 || a.nhead_stride_bias < 0 || a.batch_stride_bias < 0)
-            return "stride_bias, nhead_stride_bias and batch_stride_bias must be >= 0";
-    }
-    if (a.bias_type == 2)
-    {
-        if (a.bias_ptr == nullptr || !aligned(a.bias_ptr, 4))
-            return "bias_type 2 (alibi) needs a 4-byte aligned fp32 slope array in bias_ptr";
-        if (a.stride_bias < 0)
-            return "alibi stride_bias must be 0 ([h] slopes) or nhead_q ([b, h] slopes), got " + str(a.stride_bias);
-    }
-    if (!(a.p_drop >= 0.f && a.p_drop < 1.f))
-        return "p_drop must be in [0, 1), got " + std::to_string(a.p_drop);
+    if (std::string why = invalid_bias_or_dropout(a); !why.empty())
+        return why;
     if (has_dropout(a))
     {
-        if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
-            if (ptrs->first == nullptr || ptrs->second == nullptr || !aligned(ptrs->first, 8) ||
-                !aligned(ptrs->second, 8))
-                return "drop_seed_offset device pointers must be non-null, 8-byte aligned uint64 values";
         if (a.s_randval && a.rand_val_ptr == nullptr)
             return "s_randval is set but rand_val_ptr is null";
         if (a.s_randval && (a.stride_randval < 0 || a.nhead_stride_randval < 0 || a.batch_stride_randval < 0))
@@ -188,51 +170,20 @@ FwdParams make_params(const aiter::mha_fwd_args& a)
         p.mask = MaskParams{a.window_size_left, a.window_size_right, a.mask_type != 1,
                             a.has_sink ? a.sink_size : 0};
 
-    SeqParams& q = p.seq;
-    q.is_group    = a.is_group_mode;
-    q.seqstart_q  = static_cast<const int32_t*>(a.seqstart_q_ptr);
-    q.seqstart_k  = static_cast<const int32_t*>(a.seqstart_k_ptr);
-    q.seqlen_q    = static_cast<const int32_t*>(a.seqlen_q_ptr);
-    q.seqlen_k    = static_cast<const int32_t*>(a.seqlen_k_ptr);
-    q.cu_seqlen_q = static_cast<const int32_t*>(a.cu_seqlen_q_ptr);
-    q.cu_seqlen_k = static_cast<const int32_t*>(a.cu_seqlen_k_ptr);
-    q.min_seqlen_q = a.min_seqlen_q;
+    fill_sequences(p.seq, a);
+    p.seq.min_seqlen_q = a.min_seqlen_q;
 
     ScoreModParams& m = p.mod;
     m.softcap = a.logits_soft_cap;
-    if (a.bias_type == 1)
-    {
-        m.bias = a.bias_ptr;
-        m.bias_row_stride = a.stride_bias, m.bias_head_stride = a.nhead_stride_bias;
-        m.bias_batch_stride = a.batch_stride_bias;
-    }
-    if (a.bias_type == 2)
-    {
-        m.alibi_slopes = static_cast<const float*>(a.bias_ptr);
-        m.alibi_batch_stride = a.stride_bias;
-        const bool causal = a.window_size_left < 0 && a.window_size_right == 0;
-        m.alibi_mode = a.mask_type == 0 ? 0 : causal ? 2 : a.mask_type == 1 ? 1 : 0;
-    }
     if (a.has_sink)
         m.sink = static_cast<const float*>(a.sink_ptr);
-
     DropoutParams& d = p.drop;
-    if (has_dropout(a))
+    fill_bias_and_dropout(m, d, a);
+    if (has_dropout(a) && a.s_randval)
     {
-        const float keep = 1.f - a.p_drop;
-        d.enabled = true;
-        d.keep_threshold = static_cast<uint8_t>(std::floor(keep * 255.f));
-        d.rp_keep = 1.f / keep;
-        if (auto* v = std::get_if<std::pair<uint64_t, uint64_t>>(&a.drop_seed_offset))
-            d.seed = v->first, d.offset = v->second;
-        else if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
-            d.seed_ptr = static_cast<const uint64_t*>(ptrs->first), d.offset_ptr = static_cast<const uint64_t*>(ptrs->second);
-        if (a.s_randval)
-        {
-            d.randval = static_cast<uint8_t*>(a.rand_val_ptr);
-            d.randval_row_stride = a.stride_randval, d.randval_head_stride = a.nhead_stride_randval;
-            d.randval_batch_stride = a.batch_stride_randval;
-        }
+        d.randval = static_cast<uint8_t*>(a.rand_val_ptr);
+        d.randval_row_stride = a.stride_randval, d.randval_head_stride = a.nhead_stride_randval;
+        d.randval_batch_stride = a.batch_stride_randval;
     }
     return p;
 }
