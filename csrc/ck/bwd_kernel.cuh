@@ -1,6 +1,7 @@
 #pragma once
-// The ck backward pass: three kernels, launched in order on one stream (bwd_launch.cuh).
-//  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row (and, with sink logits, their gradient).
+// The ck backward pass: three kernels (four with sink-logit gradients), launched in order on one stream
+// (bwd_launch.cuh).
+//  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row; then bwd_sink_grad when d_sink is asked for.
 //  2. bwd_kernel: one CTA per (key block, query head, batch). K and V stay in shared memory; for every query block
 //     that sees the keys it recomputes P = exp(S - LSE) from Q, gets dP = dO V^T, dS = P (dP - D), and accumulates
 //     dV += P^T dO and dK += dS^T Q in registers; dQ = dS K goes to an fp32 accumulator with atomics. Deterministic
