@@ -13,6 +13,10 @@
 
 namespace mha {
 
+constexpr int kMaxHdim   = 256;
+constexpr int kMaxGridYZ = 65535; // grid.y = nhead_q, grid.z = batch
+constexpr int kVecElems  = 8;     // 16-byte vector of fp16/bf16: cp.async rows and pointers keep this alignment
+
 inline std::string str(long long v) { return std::to_string(v); }
 
 inline bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; }
@@ -57,6 +61,30 @@ void fill_sequences(SeqParams& q, const Args& a)
     q.seqlen_k    = static_cast<const int32_t*>(a.seqlen_k_ptr);
     q.cu_seqlen_q = static_cast<const int32_t*>(a.cu_seqlen_q_ptr);
     q.cu_seqlen_k = static_cast<const int32_t*>(a.cu_seqlen_k_ptr);
+}
+
+// Batch, heads, head dims, sequences and mask of a forward or backward call: "" when valid, else the reason.
+template <typename Args>
+std::string invalid_shape(const Args& a)
+{
+    if (a.batch < 1 || a.batch > kMaxGridYZ)
+        return "batch must be in [1, " + str(kMaxGridYZ) + "], got " + str(a.batch);
+    if (a.nhead_q < 1 || a.nhead_q > kMaxGridYZ)
+        return "nhead_q must be in [1, " + str(kMaxGridYZ) + "], got " + str(a.nhead_q);
+    if (a.nhead_k < 1 || a.nhead_q % a.nhead_k != 0)
+        return "nhead_q (" + str(a.nhead_q) + ") must be a positive multiple of nhead_k (" + str(a.nhead_k) + ")";
+    for (auto [name, d] : {std::pair{"hdim_q", a.hdim_q}, std::pair{"hdim_v", a.hdim_v}})
+        if (d < kVecElems || d > kMaxHdim || d % kVecElems != 0)
+            return std::string(name) + " must be a multiple of 8 in [8, 256], got " + str(d);
+    if (std::string why = invalid_sequences(a); !why.empty())
+        return why;
+    if (a.mask_type < 0 || a.mask_type > 3)
+        return "mask_type must be 0 (none), 1 (top-left causal), 2 (bottom-right causal) or 3 (window_generic), got " +
+               str(a.mask_type);
+    if (a.mask_type != 0 && (a.window_size_left < -1 || a.window_size_right < -1))
+        return "window_size_left/right must be >= -1 (-1 = unbounded), got " + str(a.window_size_left) + ", " +
+               str(a.window_size_right);
+    return "";
 }
 
 // Elementwise bias / ALiBi slopes and dropout (p_drop, device seed / offset): "" when valid, else the reason.

@@ -176,6 +176,37 @@ inline TensorPtr import_opt(const py::object& obj, const char* name, uintptr_t s
 // ------------------------------------------------------------------------------------------------ feature arrays
 
 // Element strides of an elementwise bias as the library takes them (0 along broadcast dims).
+// Group-mode sequence arrays: cu_seqlens_q / cu_seqlens_k [b + 1] physical starts (their length sets b) and the
+// optional seqused_q / seqused_k [b] logical lengths, checked for dtype and length.
+struct SeqArrays
+{
+    TensorPtr cu_q, cu_k, used_q, used_k;
+};
+
+inline SeqArrays import_seq_arrays(const py::object& cu_seqlens_q, const py::object& cu_seqlens_k,
+                                   const py::object& seqused_q, const py::object& seqused_k, uintptr_t strm,
+                                   int64_t& b)
+{
+    SeqArrays a;
+    a.cu_q = std::make_unique<ImportedTensor>(cu_seqlens_q, "cu_seqlens_q", strm);
+    a.cu_q->check_layout(1, "[batch + 1] int32", &kI32, "expected", false);
+    if (a.cu_q->size(0) < 1)
+        invalid("cu_seqlens_q must hold batch + 1 >= 1 entries, got shape " + shape_str(a.cu_q->shape()));
+    b      = a.cu_q->size(0) - 1;
+    a.cu_k = std::make_unique<ImportedTensor>(cu_seqlens_k, "cu_seqlens_k", strm);
+    a.cu_k->check_layout(1, "[batch + 1] int32", &kI32, "expected", false);
+    expect_size(*a.cu_k, 0, b + 1, "length", "cu_seqlens_q's length");
+    a.used_q = import_opt(seqused_q, "seqused_q", strm);
+    a.used_k = import_opt(seqused_k, "seqused_k", strm);
+    for (ImportedTensor* u : {a.used_q.get(), a.used_k.get()})
+        if (u)
+        {
+            u->check_layout(1, "[batch] int32", &kI32, "expected", false);
+            expect_size(*u, 0, b, "length", "the batch (len(cu_seqlens_q) - 1)");
+        }
+    return a;
+}
+
 struct BiasStrides
 {
     index_t row = 0, head = 0, batch = 0;

@@ -321,26 +321,10 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
                                                           : "[batch, seqlen_k, nhead_k, hdim_v]", v.shape(), qt, "v");
 
     // Sequence arrays (group mode): cu_seqlens_* [b+1] physical starts, seqused_* [b] logical lengths.
-    TensorPtr cu_q, cu_k, used_q, used_k;
+    SeqArrays seqs;
     if (group)
-    {
-        cu_q = std::make_unique<ImportedTensor>(vl->cu_seqlens_q, "cu_seqlens_q", strm);
-        cu_q->check_layout(1, "[batch + 1] int32", &kI32, "expected", false);
-        if (cu_q->size(0) < 1)
-            invalid("cu_seqlens_q must hold batch + 1 >= 1 entries, got shape " + shape_str(cu_q->shape()));
-        b    = cu_q->size(0) - 1;
-        cu_k = std::make_unique<ImportedTensor>(vl->cu_seqlens_k, "cu_seqlens_k", strm);
-        cu_k->check_layout(1, "[batch + 1] int32", &kI32, "expected", false);
-        expect_size(*cu_k, 0, b + 1, "length", "cu_seqlens_q's length");
-        used_q = import_opt(vl->seqused_q, "seqused_q", strm);
-        used_k = import_opt(vl->seqused_k, "seqused_k", strm);
-        for (ImportedTensor* u : {used_q.get(), used_k.get()})
-            if (u)
-            {
-                u->check_layout(1, "[batch] int32", &kI32, "expected", false);
-                expect_size(*u, 0, b, "length", "the batch (len(cu_seqlens_q) - 1)");
-            }
-    }
+        seqs = import_seq_arrays(vl->cu_seqlens_q, vl->cu_seqlens_k, vl->seqused_q, vl->seqused_k, strm, b);
+    TensorPtr &cu_q = seqs.cu_q, &cu_k = seqs.cu_k, &used_q = seqs.used_q, &used_k = seqs.used_k;
 
     TensorPtr bias = import_opt(o.bias, "bias", strm);
     BiasStrides bias_st;
