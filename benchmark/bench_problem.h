@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -231,6 +232,30 @@ inline reference::AttentionProblem make_reference_problem(const ProblemConfig& c
     p.o   = a.o;
     p.lse = a.lse;
     return p;
+}
+
+// After the timed call, the two ways a run ends before its performance line, as AITER prints them: the answer to
+// the asm-coverage check (-is_v3_check / -v3_api_check) and an unsupported call (`unsupported` is the benchmark's
+// exact text; the library's reason goes to stderr). `reason` is aiter::mha_get_last_error. Returns the exit code,
+// or nothing when ave_time is a timing to report.
+inline std::optional<int> end_before_timing(float ave_time, bool v3_check, const char* unsupported,
+                                            const char* (*reason)())
+{
+    if (v3_check)
+    {
+        const bool covered = ave_time > 0.f; // 1: covered, negative: not
+        std::cout << (covered ? ", v3 supported" : ", v3 not supported") << std::endl;
+        if (!covered)
+            std::cerr << "reason: " << reason() << std::endl;
+        return covered ? kExitPass : kExitFailed;
+    }
+    if (ave_time < 0.f)
+    {
+        std::cout << unsupported << std::endl;
+        std::cerr << "reason: " << reason() << std::endl;
+        return kExitFailed;
+    }
+    return std::nullopt;
 }
 
 } // namespace bench

@@ -551,20 +551,8 @@ int run(const FwdConfig& c)
                         : aiter::mha_fwd(args, stream);
     BENCH_CHECK_CUDA(cudaDeviceSynchronize());
 
-    if (c.is_v3_check)
-    {
-        const bool covered = ave_time > 0.f; // 1: covered, negative: not
-        std::cout << (covered ? ", v3 supported" : ", v3 not supported") << std::endl;
-        if (!covered)
-            std::cerr << "reason: " << aiter::mha_get_last_error() << std::endl;
-        return covered ? kExitPass : kExitFailed;
-    }
-    if (ave_time < 0.f)
-    {
-        std::cout << ", not supported yet" << std::endl;
-        std::cerr << "reason: " << aiter::mha_get_last_error() << std::endl;
-        return kExitFailed;
-    }
+    if (const std::optional<int> code = end_before_timing(ave_time, c.is_v3_check, ", not supported yet", aiter::mha_get_last_error))
+        return *code;
     print_performance<T>(c, ave_time);
     if (c.validation == 0)
     {
