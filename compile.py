@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     a = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         apis, dtypes, hdims, variants, archs = resolve_selection(a)
-        everything = gen.all_instances()
+        everything = gen.all_instances(archs)
         chosen = gen.select(everything, apis, dtypes, hdims, a.filter, variants)
         if a.list:
             print(f"instances: {len(chosen)} selected of {len(everything)} known")

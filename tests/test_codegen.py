@@ -129,3 +129,19 @@ def test_instance_sources_export_their_shared_memory_size():
         src = gen.instance_source(i)
         traits = "BwdKernelTraits" if api == "bwd" else "FwdKernelTraits"
         assert f"extern const int {i.fn}_smem = mha::ck::{traits}<" in src and "::kSmemBytes;" in src
+
+
+def test_bwd_tiles_follow_the_build_archs():
+    # 99 KB-shared-memory archs keep d <= 64 on the 64 x 128 tile; the others get 128 x 128 (162 KB) for plain
+    def bwd(archs, variant="plain"):
+        return {i.dims: i for i in gen.all_instances(archs)
+                if i.api == "bwd" and i.dtype == "bf16" and i.variant == variant}
+    big, small = bwd(["sm_80", "sm_90a"]), bwd(["sm_90a", "sm_86"])
+    assert (big["64x64"].block_m, big["64x64"].block_n) == (128, 128)
+    assert (small["64x64"].block_m, small["64x64"].block_n) == (64, 128)
+    # the full variant (dropout / bias registers) keeps 64 x 128 everywhere
+    assert bwd(["sm_90a"], "full")["64x64"].block_m == 64
+    assert big["128x128"] == small["128x128"]
+    src = gen.instance_source(small["64x64"])
+    assert "BwdKernelTraits<cutlass::bfloat16_t, 64, 64, 64, 128, 8, 2, 4, 4, false>" in src
+    assert "BwdKernelTraits<cutlass::bfloat16_t, 64, 64, 128, 128, 8, 2, 4, 4, false>" in gen.instance_source(big["64x64"])

@@ -212,13 +212,12 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
         return fail("mha_bwd: " + why);
 
     BwdParams p = make_params(args);
-    // workspace: fp32 dQ accumulator [batch, nhead_q, max_seqlen_q, instance hdim], then (deterministic) one turn
-    // counter per (batch, head, query block). Zeroed on the stream by every pass.
-    const size_t acc_bytes  = size_t(p.batch) * p.nhead_q * size_t(p.max_seqlen_q) * in->hdim * sizeof(float);
-    const size_t turn_bytes = args.is_deterministic
-                                  ? size_t(p.batch) * p.nhead_q * size_t((p.max_seqlen_q + in->block_m - 1) / in->block_m) *
-                                        sizeof(int32_t)
-                                  : 0;
+    // workspace: fp32 dQ accumulator, one block_m x instance-hdim tile per (batch, head, query block) in the kernel's
+    // fragment order (bwd_kernel.cuh, dq_acc_index), then (deterministic) one turn counter per (batch, head, query
+    // block). Zeroed on the stream by every pass.
+    const size_t q_blocks   = size_t(p.batch) * p.nhead_q * size_t((p.max_seqlen_q + in->block_m - 1) / in->block_m);
+    const size_t acc_bytes  = q_blocks * in->block_m * in->hdim * sizeof(float);
+    const size_t turn_bytes = args.is_deterministic ? q_blocks * sizeof(int32_t) : 0;
     const size_t bytes = acc_bytes + turn_bytes;
     char* ws = nullptr;
     if (bytes > 0)

@@ -44,6 +44,38 @@ __device__ __forceinline__ void rows_seeing(const WindowMask& m, int seqlen_q, i
         hi = min(seqlen_q, n_end - 1 - m.diag_offset + m.left + 1);
 }
 
+// ---- the dQ accumulator's fragment order ----------------------------------------------------------------------
+// Element i of thread t's dQ fragment (TiledMmadQ) lives at dq_acc_index<Kt>(i, t) of its query block's tile. On
+// sm_90 a thread adds 4 consecutive elements with one red.global.add.v4.f32, so one warp instruction covers 512
+// contiguous bytes; below sm_90 a thread adds one element per red.global.add.f32, laid out so a warp covers 128
+// contiguous bytes. bwd_convert_dq reads the tile back through the same partition: the order never leaves the
+// library, and no reduction needs a row predicate (the tile has room for a whole query block).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr int kDqVec = 4;
+#else
+constexpr int kDqVec = 1;
+#endif
+
+template <typename Kt>
+__device__ __forceinline__ int dq_acc_index(int i, int t)
+{
+    return (i / kDqVec) * (Kt::kNThreads * kDqVec) + t * kDqVec + i % kDqVec;
+}
+
+// Fire-and-forget fp32 additions (RED, not ATOM: no value comes back, nothing waits on them).
+__device__ __forceinline__ void red_add_f32x4(float* a, float x, float y, float z, float w)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w)
+                 : "memory");
+#endif
+}
+
+__device__ __forceinline__ void red_add_f32(float* a, float x)
+{
+    asm volatile("red.global.add.f32 [%0], %1;" ::"l"(a), "f"(x) : "memory");
+}
+
 // ---- 1. D = rowsum(dO * O) ---------------------------------------------------------------------------------------
 // 8 threads per row, 16 rows per 128-thread CTA; grid (ceil(max_seqlen_q / 16), nhead_q, batch).
 template <typename Element>
@@ -114,24 +146,56 @@ __global__ void __launch_bounds__(kThreads) bwd_sink_grad(const __grid_constant_
 }
 
 // ---- 3. dQ = scale * accumulator ---------------------------------------------------------------------------------
-// grid (ceil(max_seqlen_q / 16), nhead_q, batch), 128 threads: 8 per row.
-template <typename Element, int kHeadDim>
-__global__ void __launch_bounds__(128) bwd_convert_dq(const __grid_constant__ BwdParams p)
+// grid (query blocks, nhead_q, batch), Kt::kNThreads threads: thread t reads back the fragment elements that thread t
+// of bwd_kernel added (dq_acc_index) and writes them, as column pairs, to their rows of dQ.
+template <typename Kt>
+__global__ void __launch_bounds__(Kt::kNThreads) bwd_convert_dq(const __grid_constant__ BwdParams p)
 {
-    const int b = blockIdx.z, h = blockIdx.y;
-    const int row = blockIdx.x * 16 + threadIdx.x / 8, lane8 = threadIdx.x % 8;
+    using Element = typename Kt::Element;
+    const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tidx = threadIdx.x;
     const BwdSeq seq(p, b);
-    if (row >= seq.seqlen_q)
+    const int m_begin = m_block * Kt::kBlockM;
+    if (m_begin >= seq.seqlen_q)
         return;
-    const float* acc = p.dq_acc + ((int64_t(b) * p.nhead_q + h) * p.max_seqlen_q + row) * kHeadDim;
-    Element* dq = static_cast<Element*>(p.dq) +
-                  (p.seq.is_group ? (seq.q_row0 + row) * p.dq_row_stride
-                                  : b * p.dq_batch_stride + row * p.dq_row_stride) + h * p.dq_head_stride;
-    for (int c = lane8 * 2; c < p.hdim_q; c += 16)
+    const int m_blocks_total = (p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM;
+    const float* tile = p.dq_acc + ((int64_t(b) * p.nhead_q + h) * m_blocks_total + m_block) * Kt::kDqTileElems;
+    typename Kt::TiledMmadQ mma_dq;
+    Tensor cdq = mma_dq.get_thread_slice(tidx).partition_C(
+        make_identity_tensor(Shape<Int<Kt::kBlockM>, Int<Kt::kDqCols>>{}));
+    static_assert(decltype(size(cdq))::value == Kt::kDqPerThread);
+    Element* dq = static_cast<Element*>(p.dq) + h * p.dq_head_stride +
+                  (p.seq.is_group ? seq.q_row0 * p.dq_row_stride : b * p.dq_batch_stride);
+    CUTE_UNROLL
+    for (int part = 0; part < Kt::kDqSplit; ++part)
     {
-        const float2 v = *reinterpret_cast<const float2*>(acc + c);
-        dq[c]     = static_cast<Element>(v.x * p.scale);
-        dq[c + 1] = static_cast<Element>(v.y * p.scale);
+        CUTE_UNROLL
+        for (int j = 0; j < Kt::kDqPerThread; j += 4)
+        {
+            const float* src = tile + part * Kt::kDqPartElems;
+            float v[4];
+            if constexpr (kDqVec == 4)
+            {
+                const float4 x = *reinterpret_cast<const float4*>(src + dq_acc_index<Kt>(j, tidx));
+                v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+            }
+            else
+            {
+                CUTE_UNROLL
+                for (int e = 0; e < 4; ++e)
+                    v[e] = src[dq_acc_index<Kt>(j + e, tidx)];
+            }
+            CUTE_UNROLL
+            for (int e = 0; e < 4; e += 2) // (j + e, j + e + 1): adjacent columns of one row; hdim_q is even
+            {
+                const int row = m_begin + get<0>(cdq(j + e)), col = part * Kt::kDqCols + get<1>(cdq(j + e));
+                if (row < seq.seqlen_q && col < p.hdim_q)
+                {
+                    Element* d = dq + int64_t(row) * p.dq_row_stride + col;
+                    d[0] = static_cast<Element>(v[e] * p.scale);
+                    d[1] = static_cast<Element>(v[e + 1] * p.scale);
+                }
+            }
+        }
     }
 }
 
@@ -177,7 +241,8 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                             bidh_k * p.v_head_stride + int64_t(n_begin) * p.v_row_stride;
     const int64_t lse_off = (p.seq.is_group ? seq.q_row0 : int64_t(bidb) * p.lse_batch_stride) +
                             bidh * p.lse_head_stride;
-    float* dq_acc = p.dq_acc + (int64_t(bidb) * p.nhead_q + bidh) * p.max_seqlen_q * kHeadDim;
+    const int m_blocks_total = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
+    float* dq_acc = p.dq_acc + (int64_t(bidb) * p.nhead_q + bidh) * m_blocks_total * Kt::kDqTileElems;
 
     auto tile_q = [&](int m) {
         return make_tensor(make_gmem_ptr(q_ptr + int64_t(m) * kBlockM * p.q_row_stride),
@@ -195,7 +260,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     // ---- shared memory: K | V | Q0 dO0 | Q1 dO1 | P | dS | (LSE, D) x 2 ----
     Element* smem = reinterpret_cast<Element*>(smem_raw);
     Tensor sK  = make_tensor(make_smem_ptr(smem), typename Kt::SmemLayoutK{});
-    Tensor sKt = make_tensor(sK.data(), typename Kt::SmemLayoutKt{});
+    // K^T, one dQ column part at a time (Kt::kDqSplit)
+    auto sKt_part = [&](int part) {
+        return make_tensor(sK.data() + part * (kBlockN * Kt::kDqCols), typename Kt::SmemLayoutKtPart{});
+    };
     Tensor sV  = make_tensor(sK.data() + int(Kt::kSmemKElems), typename Kt::SmemLayoutV{});
     Element* stage0 = smem + Kt::kSmemKElems + Kt::kSmemVElems;
     constexpr int kStageElems = Kt::kSmemQElems + Kt::kSmemdOElems;
@@ -223,12 +291,21 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     Tensor tKcK   = gmem_thr_qk.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
     Tensor tVcV   = gmem_thr_v.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDimV>>{}));
 
+    const bool even_d = p.hdim_q == kHeadDim && p.hdim_v == kHeadDimV;
     auto load_q_do = [&](int m_block, int st) {
         const int rows_left = seqlen_q - m_block * kBlockM;
         auto sq  = stage(tQsQ, st);
         auto sdo = stage(tdOsdO, st);
-        copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(tile_q(m_block)), sq, tQcQ, rows_left, p.hdim_q);
-        copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_do(m_block)), sdo, tdOcdO, rows_left, p.hdim_v);
+        if (even_d && rows_left >= kBlockM) // a whole block: no predicates, no zero fill
+        {
+            cute::copy(gmem_copy_qk, gmem_thr_qk.partition_S(tile_q(m_block)), sq);
+            cute::copy(gmem_copy_v, gmem_thr_v.partition_S(tile_do(m_block)), sdo);
+        }
+        else
+        {
+            copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(tile_q(m_block)), sq, tQcQ, rows_left, p.hdim_q);
+            copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_do(m_block)), sdo, tdOcdO, rows_left, p.hdim_v);
+        }
         // LSE and D of the block's rows; rows past the end get P = 0 (LSE = +inf), D = 0. kAsyncStats: raw LSE through
         // cp.async with the tiles; else LSE * log2(e) through registers (the loads stall the first warps).
         float* stats = s_stats + st * 2 * kBlockM;
@@ -259,9 +336,13 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     Tensor tVsV = gmem_thr_v.partition_D(sV);
     copy_tile_pred(gmem_copy_qk, gmem_thr_qk.partition_S(gK), tKsK, tKcK, n_end - n_begin, p.hdim_q);
     copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(gV), tVsV, tVcV, n_end - n_begin, p.hdim_v);
-    if (m_block_min < m_block_max)
-        load_q_do(m_block_min, 0);
-    cute::cp_async_fence();
+    CUTE_UNROLL
+    for (int i = 0; i < Kt::kQStages - 1; ++i) // the first kQStages - 1 blocks, one commit group each
+    {
+        if (m_block_min + i < m_block_max)
+            load_q_do(m_block_min + i, i);
+        cute::cp_async_fence();
+    }
 
     // ---- MMA partitions ----
     typename Kt::TiledMmaSdP mma_sdp;
@@ -280,7 +361,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     Tensor tdKrdSt = thr_dkv.partition_fragment_A(sdSt);
     Tensor tdKrQt  = thr_dkv.partition_fragment_B(sQt);
     Tensor tdQrdS  = thr_dq.partition_fragment_A(sdS);
-    Tensor tdQrKt  = thr_dq.partition_fragment_B(sKt);
+    Tensor tdQrKt  = thr_dq.partition_fragment_B(sKt_part(0));
 
     auto copy_a_sdp = make_tiled_copy_A(typename Kt::SmemCopyAtom{}, mma_sdp);
     auto copy_b_sdp = make_tiled_copy_B(typename Kt::SmemCopyAtom{}, mma_sdp);
@@ -303,7 +384,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     Tensor tdVsdOt = thr_b_dkv.partition_S(sdOt);
     Tensor tdKsQt  = thr_b_dkv.partition_S(sQt);
     Tensor tdQsdS  = thr_a_dq.partition_S(sdS);
-    Tensor tdQsKt  = thr_b_dq.partition_S(sKt);
 
     // P / dS registers -> shared memory
     auto store_pds = make_tiled_copy_C(typename Kt::SmemStoreAtom{}, mma_sdp);
@@ -317,7 +397,12 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     clear(acc_dv);
 
     Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
-    Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    // S fragment elements are ((column pair, row + 8), MMA_M, MMA_N), column-major: element i is on the thread's row
+    // slot (i / 4 % MMA_M) * 2 + i / 2 % 2, one of 2 * MMA_M rows.
+    static_assert(decltype(size<0, 0>(tScS))::value == 2 && decltype(size<0, 1>(tScS))::value == 2);
+    constexpr int kMmaM     = decltype(size<1>(tScS))::value;
+    constexpr int kRowSlots = 2 * kMmaM;
+    auto row_slot = [](int i) { return (i / 4 % kMmaM) * 2 + i / 2 % 2; };
 
     // ---- score modifiers and dropout, as the forward applies them ----
     ScoreMods<Element> mods{};
@@ -348,6 +433,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         drop_offset = p.drop.offset_ptr ? *p.drop.offset_ptr : p.drop.offset;
     }
     const int drop_bh = bidb * p.nhead_q + bidh;
+    const float scale_log2 = Kt::kFull ? kLog2e : p.scale * kLog2e; // the full instance scales in mods.apply
 
     // deterministic turns: the first key block whose CTA visits query block m (see rows_seeing)
     int first_visitor = 0;
@@ -361,21 +447,34 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 return first_visitor;
         }
     };
-    const int m_blocks_total = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
     int32_t* turns = p.dq_turn ? p.dq_turn + (int64_t(bidb) * p.nhead_q + bidh) * m_blocks_total : nullptr;
 
-    int st = 0;
-    for (int m_block = m_block_min; m_block < m_block_max; ++m_block, st ^= 1)
+    constexpr int kStages = Kt::kQStages;
+    int st = 0; // stage of m_block
+    for (int m_block = m_block_min; m_block < m_block_max; ++m_block, st = st + 1 == kStages ? 0 : st + 1)
     {
         const int m_begin = m_block * kBlockM;
-        cute::cp_async_wait<0>();
-        __syncthreads(); // Q / dO of this block (and K / V) landed; the other stage is free
-        if (m_block + 1 < m_block_max)
-            load_q_do(m_block + 1, st ^ 1);
+        // The one barrier between steps: Q / dO of this block (and K / V) landed, and every warp is done with the last
+        // step, so its stage and P / dS are free to overwrite. One commit group per block (empty past the end), so
+        // "all but the newest kStages - 2 groups" is exactly this block's.
+        cute::cp_async_wait<kStages - 2>();
+        __syncthreads();
+        if (m_block + kStages - 1 < m_block_max)
+            load_q_do(m_block + kStages - 1, st == 0 ? kStages - 1 : st - 1);
         cute::cp_async_fence();
 
-        const float* lse2 = s_stats + st * 2 * kBlockM; // LSE * log2(e); kAsyncStats: LSE
-        const float* dsum = lse2 + kBlockM;
+        // LSE * log2(e) and D of this thread's rows of S, into registers (row slot of fragment element i: row_slot)
+        float row_lse2[kRowSlots], row_dsum[kRowSlots];
+        {
+            const float* lse = s_stats + st * 2 * kBlockM; // LSE * log2(e); kAsyncStats: LSE
+            CUTE_UNROLL
+            for (int slot = 0; slot < kRowSlots; ++slot)
+            {
+                const int r   = get<0>(tScS(make_coord(make_coord(0, slot % 2), slot / 2, 0)));
+                row_lse2[slot] = Kt::kAsyncStats ? lse[r] * kLog2e : lse[r];
+                row_dsum[slot] = lse[kBlockM + r];
+            }
+        }
 
         // S = Q K^T and dP = dO V^T
         Tensor acc_s  = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
@@ -388,53 +487,69 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                        thr_b_sdp);
 
         // logits as the forward saw them, the mask, P = exp(logit - LSE), dropout, dS = P (dP - D)
+        // (plain: the scale is folded into the exponent, x_log2 = S * scale * log2(e))
         if constexpr (Kt::kFull)
             mods.apply(acc_s, tScS, m_begin, n_begin);
-        else
-        {
-            CUTE_UNROLL
-            for (int i = 0; i < size(acc_s); ++i)
-                acc_s(i) *= p.scale;
-        }
         const bool full_tile = mask.tile_fully_visible(m_begin, m_begin + kBlockM, n_begin, n_begin + kBlockN);
         Tensor tPrP  = make_tensor_like<Element>(acc_s);
         Tensor tdSrdS = make_tensor_like<Element>(acc_s);
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc_s); i += 2) // (i, i + 1): adjacent columns of one row, one 16-column group
-        {
-            const int r = get<0>(tScS(i)), c = get<1>(tScS(i));
-            const int row = m_begin + r, col = n_begin + c;
-            uint32_t word = 0;
-            if (has_dropout)
+        // kMasked: the tile crosses the mask or the sequence ends; each thread's rows get their visible tile columns,
+        // [lo, hi) plus the sink prefix [0, sink), and every element one branch-free test
+        auto pointwise = [&](auto kMasked) {
+            int vis_lo[kRowSlots], vis_hi[kRowSlots], vis_sink[kRowSlots];
+            if constexpr (decltype(kMasked)::value)
             {
-                const Philox4 rnd = dropout_random16(drop_seed, drop_offset, drop_bh, row, col >> 4);
-                const int byte = col & 15;
-                word = byte < 8 ? (byte < 4 ? rnd.x : rnd.y) : (byte < 12 ? rnd.z : rnd.w);
+                CUTE_UNROLL
+                for (int slot = 0; slot < kRowSlots; ++slot)
+                {
+                    int lo, hi, sink_hi;
+                    mask.row_bounds(m_begin + get<0>(tScS(make_coord(make_coord(0, slot % 2), slot / 2, 0))), lo, hi,
+                                    sink_hi);
+                    vis_lo[slot] = lo - n_begin, vis_hi[slot] = hi - n_begin, vis_sink[slot] = sink_hi - n_begin;
+                }
             }
             CUTE_UNROLL
-            for (int e = 0; e < 2; ++e)
+            for (int i = 0; i < size(acc_s); i += 2) // (i, i + 1): adjacent columns of one row, one 16-column group
             {
-                float x = acc_s(i + e);
-                if (!full_tile && !mask.visible(row, col + e))
-                    x = -INFINITY;
-                float prob = x == -INFINITY ? 0.f
-                             : Kt::kAsyncStats ? exp2f((x - lse2[r]) * kLog2e) : exp2f(x * kLog2e - lse2[r]);
-                float dp   = acc_dp(i + e);
+                const int r = get<0>(tScS(i)), c = get<1>(tScS(i));
+                const int row = m_begin + r, col = n_begin + c;
+                uint32_t word = 0;
                 if (has_dropout)
                 {
-                    const uint8_t rv = uint8_t(word >> (8 * ((col + e) & 3)));
-                    const bool keep = rv <= p.drop.keep_threshold;
-                    dp = keep ? dp * p.drop.rp_keep : 0.f;
-                    tPrP(i + e) = static_cast<Element>(keep ? prob * p.drop.rp_keep : 0.f);
+                    const Philox4 rnd = dropout_random16(drop_seed, drop_offset, drop_bh, row, col >> 4);
+                    const int byte = col & 15;
+                    word = byte < 8 ? (byte < 4 ? rnd.x : rnd.y) : (byte < 12 ? rnd.z : rnd.w);
                 }
-                else
-                    tPrP(i + e) = static_cast<Element>(prob);
-                const float ds = prob * (dp - dsum[r]);
-                tdSrdS(i + e) = static_cast<Element>(ds);
-                if (dbias != nullptr && row < seqlen_q && col + e < seqlen_k)
-                    dbias[row * p.dbias_row_stride + col + e] = static_cast<Element>(ds);
+                CUTE_UNROLL
+                for (int e = 0; e < 2; ++e)
+                {
+                    const int k = row_slot(i), cc = c + e;
+                    bool seen   = true;
+                    if constexpr (decltype(kMasked)::value)
+                        seen = (cc >= vis_lo[k] && cc < vis_hi[k]) || cc < vis_sink[k];
+                    const float x    = acc_s(i + e);
+                    const float prob = seen && (!Kt::kFull || x != -INFINITY) ? exp2f(x * scale_log2 - row_lse2[k]) : 0.f;
+                    float dp = acc_dp(i + e);
+                    if (has_dropout)
+                    {
+                        const uint8_t rv = uint8_t(word >> (8 * ((col + e) & 3)));
+                        const bool keep = rv <= p.drop.keep_threshold;
+                        dp = keep ? dp * p.drop.rp_keep : 0.f;
+                        tPrP(i + e) = static_cast<Element>(keep ? prob * p.drop.rp_keep : 0.f);
+                    }
+                    else
+                        tPrP(i + e) = static_cast<Element>(prob);
+                    const float ds = prob * (dp - row_dsum[k]);
+                    tdSrdS(i + e) = static_cast<Element>(ds);
+                    if (dbias != nullptr && row < seqlen_q && col + e < seqlen_k)
+                        dbias[row * p.dbias_row_stride + col + e] = static_cast<Element>(ds);
+                }
             }
-        }
+        };
+        if (full_tile)
+            pointwise(cute::false_type{});
+        else
+            pointwise(cute::true_type{});
         cute::copy(store_pds, thr_store.retile_S(tPrP), tPsP);
         cute::copy(store_pds, thr_store.retile_S(tdSrdS), tdSsdS);
         __syncthreads(); // P and dS visible to every warp
@@ -445,27 +560,36 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, stage(tdKsQt, st), mma_dkv, copy_a_dkv, copy_b_dkv,
                        thr_a_dkv, thr_b_dkv);
 
-        // dQ (this key block's part) = dS K, added to the fp32 accumulator
-        Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-        clear(acc_dq);
-        gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_a_dq, copy_b_dq, thr_a_dq, thr_b_dq);
-        if (turns != nullptr)
-        {
-            // wait for the key blocks before this one to have added theirs
-            if (tidx == 0)
-            {
-                const int turn = n_block - first_visitor_of(m_block);
-                while (atomicAdd(turns + m_block, 0) != turn)
-                    __nanosleep(64);
-            }
-            __syncthreads();
-        }
+        // dQ (this key block's part) = dS K, added to the fp32 accumulator, in Kt::kDqSplit column parts
         CUTE_UNROLL
-        for (int i = 0; i < size(acc_dq); ++i)
+        for (int part = 0; part < Kt::kDqSplit; ++part)
         {
-            const int row = m_begin + get<0>(tdQcdQ(i));
-            if (row < seqlen_q)
-                atomicAdd(dq_acc + int64_t(row) * kHeadDim + get<1>(tdQcdQ(i)), acc_dq(i));
+            Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<Kt::kDqCols>>{});
+            static_assert(decltype(size(acc_dq))::value == Kt::kDqPerThread);
+            clear(acc_dq);
+            gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, thr_b_dq.partition_S(sKt_part(part)), mma_dq, copy_a_dq,
+                           copy_b_dq, thr_a_dq, thr_b_dq);
+            if (turns != nullptr && part == 0)
+            {
+                // wait for the key blocks before this one to have added theirs
+                if (tidx == 0)
+                {
+                    const int turn = n_block - first_visitor_of(m_block);
+                    while (atomicAdd(turns + m_block, 0) != turn)
+                        __nanosleep(64);
+                }
+                __syncthreads();
+            }
+            float* dq_tile = dq_acc + int64_t(m_block) * Kt::kDqTileElems + part * Kt::kDqPartElems;
+            CUTE_UNROLL
+            for (int j = 0; j < Kt::kDqPerThread; j += kDqVec)
+            {
+                if constexpr (kDqVec == 4)
+                    red_add_f32x4(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j), acc_dq(j + 1), acc_dq(j + 2),
+                                  acc_dq(j + 3));
+                else
+                    red_add_f32(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j));
+            }
         }
         if (turns != nullptr)
         {
@@ -474,7 +598,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
             if (tidx == 0)
                 atomicAdd(turns + m_block, 1);
         }
-        __syncthreads(); // every warp done with P, dS and this Q / dO stage
     }
 
     // ---- epilogue: dK = scale * acc, dV; per query head ----

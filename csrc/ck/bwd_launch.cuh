@@ -30,18 +30,25 @@ cudaError_t run_bwd(const BwdParams& p, cudaStream_t stream)
     }
     if (p.max_seqlen_k > 0) // keys without queries still get dK = dV = 0
     {
-        auto kernel = &bwd_kernel<Kt>;
-        if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Kt::kSmemBytes)) !=
-            cudaSuccess)
+        // the device pass picked its Q / dO stage count by arch (bwd_traits.cuh); size shared memory to match
+        int dev = 0, major = 0, minor = 0;
+        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+            (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+            (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
+            return err;
+        const int smem = Kt::smem_bytes_for(major * 10 + minor);
+        auto kernel    = &bwd_kernel<Kt>;
+        if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
             return err;
         const dim3 grid((p.max_seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN, p.nhead_q, p.batch);
-        kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);
+        kernel<<<grid, Kt::kNThreads, smem, stream>>>(p);
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
     if (p.max_seqlen_q > 0)
     {
-        bwd_convert_dq<Element, Kt::kHeadDim><<<row_grid, 128, 0, stream>>>(p);
+        const dim3 block_grid((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
+        bwd_convert_dq<Kt><<<block_grid, Kt::kNThreads, 0, stream>>>(p);
         err = cudaGetLastError();
     }
     return err;

@@ -28,12 +28,12 @@ struct BwdKernelTraits
     static constexpr int kAtomMSdP = kAtomMSdP_;
     static constexpr int kAtomNdKV = kAtomNdKV_;
     static constexpr int kAtomMdQ  = kAtomMdQ_;
-    // LSE / D of a query block through cp.async with its Q / dO tiles instead of register loads at the top of the
-    // step. Not yet measured, so off by default: -DMHA_BWD_ASYNC_STATS=1 (scripts/tile_experiment.sh, TILE_API=bwd).
+    // LSE / D of a query block through cp.async with its Q / dO tiles. Register loads instead stall the warps that
+    // issue them until the data lands (d128 s=4k: 303 vs 292 TFLOP/s on an H200); -DMHA_BWD_ASYNC_STATS=0 for A/B.
 #ifdef MHA_BWD_ASYNC_STATS
     static constexpr bool kAsyncStats = MHA_BWD_ASYNC_STATS;
 #else
-    static constexpr bool kAsyncStats = false;
+    static constexpr bool kAsyncStats = true;
 #endif
 #ifdef MHA_BWD_FORCE_PLAIN // experiments: every instance plain
     static constexpr bool kFull = false;
@@ -69,7 +69,6 @@ struct BwdKernelTraits
     using SmemLayoutP   = SmemLayout<kBlockM, kBlockN>; // P (after dropout) and dS
     using SmemLayoutQt  = Transposed<SmemLayoutQ, kBlockM, kHeadDim>;   // (hdim, M)
     using SmemLayoutdOt = Transposed<SmemLayoutdO, kBlockM, kHeadDimV>; // (hdim_v, M)
-    using SmemLayoutKt  = Transposed<SmemLayoutK, kBlockN, kHeadDim>;   // (hdim, N)
     using SmemLayoutPt  = Transposed<SmemLayoutP, kBlockM, kBlockN>;    // (N, M)
 
     static constexpr int kSmemQElems  = kBlockM * kHeadDim;
@@ -77,11 +76,39 @@ struct BwdKernelTraits
     static constexpr int kSmemKElems  = kBlockN * kHeadDim;
     static constexpr int kSmemVElems  = kBlockN * kHeadDimV;
     static constexpr int kSmemPElems  = kBlockM * kBlockN;
-    static constexpr int kQStages     = 2;
-    // K | V | (Q | dO) x 2 | P | dS | LSE, D x 2 (fp32)
-    static constexpr int kSmemBytes =
-        (kSmemKElems + kSmemVElems + kQStages * (kSmemQElems + kSmemdOElems) + 2 * kSmemPElems) *
-            int(sizeof(Element)) + kQStages * 2 * kBlockM * int(sizeof(float));
+    // dQ accumulator: one kBlockM x kHeadDim fp32 tile per (batch, head, query block), stored in the dQ MMA's
+    // fragment order (dq_acc_index) so that every reduction a warp issues covers whole, contiguous sectors.
+    // hdim 256 computes dQ in two column parts of 128: the fp32 fragment next to dK / dV stays at 32 registers
+    // instead of 64, which keeps the 64 x 64 tile free of spills. A part is whole swizzle atoms of K, so its K^T view
+    // is SmemLayoutKtPart at an offset of kBlockN * kDqCols elements.
+    static constexpr int kDqSplit     = kHeadDim > 128 && kHeadDim % 128 == 0 ? 2 : 1;
+    static constexpr int kDqCols      = kHeadDim / kDqSplit;
+    static constexpr int kDqTileElems = kBlockM * kHeadDim;
+    static constexpr int kDqPartElems = kBlockM * kDqCols;
+    static constexpr int kDqPerThread = kDqPartElems / kNThreads; // per part
+    static_assert(kDqPerThread % 4 == 0);
+    using SmemLayoutKtPart = Transposed<SmemLayout<kBlockN, kDqCols>, kBlockN, kDqCols>; // (kDqCols, N)
+    // K | V | (Q | dO) x stages | P | dS | (LSE, D) x stages (fp32)
+    static constexpr int smem_bytes(int stages)
+    {
+        return (kSmemKElems + kSmemVElems + stages * (kSmemQElems + kSmemdOElems) + 2 * kSmemPElems) *
+                   int(sizeof(Element)) + stages * 2 * kBlockM * int(sizeof(float));
+    }
+    // Q / dO stages: the next query blocks stream in while this one computes. Two fit every GPU the tile fits.
+    // On sm_90 / sm_100 (227 KB) the 128-row tiles take a third, which hides more of the L2 latency behind their
+    // short steps (d64 on an H200: +1.5%); the 64-row d128 tile loses 2.5% with it (less L1 left), so it keeps two.
+    // The device pass sees its arch; the host picks the bytes with smem_bytes_for(cc) (bwd_launch.cuh), and the
+    // instance table reports kSmemBytes, the two-stage minimum.
+    static constexpr int kSmemLimitDeep = 227 * 1024;
+    static constexpr int kQStagesDeep   = kBlockM >= 128 && smem_bytes(3) <= kSmemLimitDeep ? 3 : 2;
+    static constexpr bool deep_arch(int cc) { return cc == 90 || cc == 100; }
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000)
+    static constexpr int kQStages = kQStagesDeep;
+#else
+    static constexpr int kQStages = 2;
+#endif
+    static constexpr int kSmemBytes = smem_bytes(2);
+    static constexpr int smem_bytes_for(int cc) { return deep_arch(cc) ? smem_bytes(kQStagesDeep) : smem_bytes(2); }
 
     using SmemCopyAtom           = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
     using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;

@@ -53,24 +53,44 @@ for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
 def splitkv_tiles(hdim: int, hdim_v: int) -> list[tuple[int, int, int]]:
     return [(16, 32 if max(hdim, hdim_v) <= 128 else 16, 1), (64, 64, 4)]
 # ck backward instances: (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps, SdP / dKV / dQ warps along M / N / M), see
-# csrc/ck/bwd_traits.cuh. One CTA keeps kBlockN keys' dK and dV in registers: 128 keys up to hdim 128, 64 above.
-# "plain" serves calls without bias, ALiBi or dropout (masks, GQA, group mode and deterministic dQ are run-time);
-# "full" adds them. Measured on H200 (d128 bf16, s=4k): plain 154 TFLOP/s, full 88 - the feature code costs
-# registers and instruction-cache space in the P / dS loop even when switched off at run time.
+# csrc/ck/bwd_traits.cuh. One CTA keeps kBlockN keys' dK and dV in registers. "plain" serves calls without bias,
+# ALiBi or dropout (masks, GQA, group mode and deterministic dQ are run-time); "full" adds them.
+# Measured on H200 (bf16, same-call A/B, TFLOP/s at s=1k / 4k / 16k, non-causal):
+# - d <= 64: 128 x 128 beats 64 x 128 (d64: 208 / 256 / 275 vs 192 / 231 / 243); SdP warps 2 along M = 4 along M.
+# - d128: 64 x 128 with the dQ GEMM 2 warps along M (215 / 271 / 290) beats 4 along M (211 / 265 / 283).
+# - d > 128: 64 x 64 with dK / dV and dQ 2 warps along M / N (d256: 187 / 228 / 242) beats 4 (173 / 210 / 223).
+# - d96 and d160 keep 4 warps along the dQ / dKV N side: 2 warps' 64 columns do not divide 96 or 160.
 CK_BWD_TILES = {
+    (32, 32): (128, 128, 8, 2, 4, 4),
+    (64, 64): (128, 128, 8, 2, 4, 4),
+    (96, 96): (64, 128, 8, 2, 4, 4),
+    (128, 128): (64, 128, 8, 2, 4, 2),
+    (160, 160): (64, 64, 8, 4, 4, 4),
+    (192, 128): (64, 64, 8, 4, 2, 2),
+    (192, 192): (64, 64, 8, 4, 2, 2),
+    (256, 256): (64, 64, 8, 4, 2, 2),
+}
+# d <= 64 stays on 64 x 128 tiles (97 KB with two Q / dO stages) for the "full" variant, whose dropout / bias code
+# spills 1.6 KB on 128 x 128 (40 B on 64 x 128), and in builds that include a 99 KB-shared-memory arch (sm_86, sm_89,
+# sm_120a), which cannot run 128 x 128 (162 KB).
+SMALL_SMEM_ARCHS = ("sm_86", "sm_89", "sm_120a")
+CK_BWD_TILES_SMALL = {
     (32, 32): (64, 128, 8, 2, 4, 4),
     (64, 64): (64, 128, 8, 2, 4, 4),
-    (96, 96): (64, 128, 8, 2, 4, 4),
-    (128, 128): (64, 128, 8, 2, 4, 4),
-    (160, 160): (64, 64, 8, 4, 4, 4),
-    (192, 128): (64, 64, 8, 4, 4, 4),
-    (192, 192): (64, 64, 8, 4, 4, 4),
-    (256, 256): (64, 64, 8, 4, 4, 4),
 }
 # Experiments: MHA_BWD_TILE_OVERRIDE="128x128=64,64,8,2,4,4" replaces backward tiles.
 for _item in filter(None, os.environ.get("MHA_BWD_TILE_OVERRIDE", "").split(";")):
     _dims, _tile = _item.split("=")
     CK_BWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
+    CK_BWD_TILES_SMALL.pop(tuple(int(x) for x in _dims.split("x")), None)
+
+
+def bwd_tiles(archs=(), variant="plain") -> dict:
+    """The backward tile per head-dim pair for one variant of a build targeting `archs`."""
+    tiles = dict(CK_BWD_TILES)
+    if variant == "full" or any(a in SMALL_SMEM_ARCHS for a in archs):
+        tiles.update(CK_BWD_TILES_SMALL)
+    return tiles
 # "plain" serves calls without soft-cap, bias, ALiBi, sinks or dropout; "full" serves every call.
 VARIANTS = ("plain", "full")
 
@@ -92,6 +112,7 @@ class Instance:
     block_n: int
     warps: int
     variant: str  # "plain" | "full"
+    atoms: tuple = ()  # bwd: SdP / dKV / dQ warp layouts (CK_BWD_TILES)
 
     @property
     def dims(self) -> str:
@@ -113,7 +134,8 @@ class Instance:
         return f"--api {self.api} --dtypes {self.dtype} --hdims {self.dims} --variants {self.variant}"
 
 
-def all_instances() -> list[Instance]:
+def all_instances(archs=()) -> list[Instance]:
+    """Every instance; `archs` (the build's targets) picks the backward tiles (bwd_tiles)."""
     out = []
     for dtype in DTYPES:
         for (hq, hv), (bm, bn, w) in CK_FWD_TILES.items():
@@ -122,9 +144,10 @@ def all_instances() -> list[Instance]:
         for (hq, hv) in CK_FWD_TILES:
             for tile in splitkv_tiles(hq, hv):
                 out.append(Instance("fwd_splitkv", "ck", dtype, hq, hv, *tile, "full"))
-        for (hq, hv), (bm, bn, w, *_atoms) in CK_BWD_TILES.items():
+        for hq, hv in CK_BWD_TILES:
             for variant in VARIANTS:
-                out.append(Instance("bwd", "ck", dtype, hq, hv, bm, bn, w, variant))
+                bm, bn, w, *atoms = bwd_tiles(archs, variant)[(hq, hv)]
+                out.append(Instance("bwd", "ck", dtype, hq, hv, bm, bn, w, variant, tuple(atoms)))
     return out
 
 
@@ -176,9 +199,9 @@ def instance_source(i: Instance) -> str:
                   f"{i.warps}, {'true' if i.variant == 'full' else 'false'}, {split}>")
         include, params, run = "ck/fwd_launch.cuh", "FwdParams", "run_fwd"
     elif i.api == "bwd" and i.family == "ck":
-        bm, bn, w, a_sdp, a_dkv, a_dq = CK_BWD_TILES[(i.hdim, i.hdim_v)]
-        traits = (f"mha::ck::BwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {bm}, {bn}, {w}, {a_sdp}, "
-                  f"{a_dkv}, {a_dq}, {'true' if i.variant == 'full' else 'false'}>")
+        a_sdp, a_dkv, a_dq = i.atoms
+        traits = (f"mha::ck::BwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {i.block_m}, {i.block_n}, "
+                  f"{i.warps}, {a_sdp}, {a_dkv}, {a_dq}, {'true' if i.variant == 'full' else 'false'}>")
         include, params, run = "ck/bwd_launch.cuh", "BwdParams", "run_bwd"
     else:
         raise ValueError(f"no source template for {i.name}")
