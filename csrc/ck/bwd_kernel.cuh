@@ -4,10 +4,11 @@
 //  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row; then bwd_sink_grad when d_sink is asked for.
 //  2. bwd_kernel: one CTA per (key block, query head, batch). K and V stay in shared memory; for every query block
 //     that sees the keys it recomputes P = exp(S - LSE) from Q, gets dP = dO V^T, dS = P (dP - D), and accumulates
-//     dV += P^T dO and dK += dS^T Q in registers; dQ = dS K goes to an fp32 accumulator with atomics. Deterministic
-//     mode orders those additions: the CTAs of one query block add in key-block order (a turn counter per query
-//     block), so every run sums in the same order.
-//  3. bwd_convert_dq: dQ = scale * accumulator, in the input type.
+//     dV += P^T dO and dK += dS^T Q in registers; dQ = dS K goes to an fp32 accumulator with vector reductions
+//     (RED, in the MMA's fragment order: dq_acc_index). Deterministic mode orders those additions: the CTAs of one
+//     query block add in descending key-block order (a turn counter per query block), so every run sums in the
+//     same order.
+//  3. bwd_convert_dq: dQ = scale * accumulator, in the input type and the caller's layout.
 // Masks, ALiBi positions and dropout random values are the forward's (mask.h, ScoreMods, philox.h).
 
 #include "../common/bwd_params.h"
@@ -211,7 +212,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
 
     extern __shared__ __align__(128) char smem_raw[];
     const int tidx = threadIdx.x;
-    const int n_block = blockIdx.x, bidh = blockIdx.y, bidb = blockIdx.z;
+    // Deterministic mode walks the key blocks from the last: the dQ turn order is descending (see below), and a CTA
+    // only ever waits on CTAs dispatched before it.
+    const int n_block = p.dq_turn ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    const int bidh = blockIdx.y, bidb = blockIdx.z;
     const int bidh_k = bidh / p.head_ratio;
 
     const BwdSeq seq(p, bidb);
@@ -435,17 +439,21 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     const int drop_bh = bidb * p.nhead_q + bidh;
     const float scale_log2 = Kt::kFull ? kLog2e : p.scale * kLog2e; // the full instance scales in mods.apply
 
-    // deterministic turns: the first key block whose CTA visits query block m (see rows_seeing)
-    int first_visitor = 0;
-    auto first_visitor_of = [&](int m_block) {
-        for (;; ++first_visitor)
-        {
-            int lo, hi;
-            const int nb = first_visitor * kBlockN;
-            rows_seeing(mask, seqlen_q, nb, min(nb + kBlockN, seqlen_k), lo, hi);
-            if (hi > lo && (hi + kBlockM - 1) / kBlockM > m_block)
-                return first_visitor;
-        }
+    // Deterministic turns. The key blocks that visit query block m are a contiguous range (rows_seeing's bounds are
+    // non-decreasing in the key block), and they add their dQ parts in descending order: last_visitor(m) first. Each
+    // CTA walks m upward from its first block, which is non-decreasing in the key block, so a higher key block reaches
+    // m no later than a lower one: descending is the order they arrive in, and a causal CTA rarely waits.
+    int last_visitor = n_block;
+    auto visits = [&](int nb, int m_block) {
+        int lo, hi;
+        rows_seeing(mask, seqlen_q, nb * kBlockN, min(nb * kBlockN + kBlockN, seqlen_k), lo, hi);
+        return hi > lo && lo / kBlockM <= m_block && (hi + kBlockM - 1) / kBlockM > m_block;
+    };
+    auto last_visitor_of = [&](int m_block) { // non-decreasing in m_block: the cursor only moves up
+        const int n_blocks = (seqlen_k + kBlockN - 1) / kBlockN;
+        while (last_visitor + 1 < n_blocks && visits(last_visitor + 1, m_block))
+            ++last_visitor;
+        return last_visitor;
     };
     int32_t* turns = p.dq_turn ? p.dq_turn + (int64_t(bidb) * p.nhead_q + bidh) * m_blocks_total : nullptr;
 
@@ -574,7 +582,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 // wait for the key blocks before this one to have added theirs
                 if (tidx == 0)
                 {
-                    const int turn = n_block - first_visitor_of(m_block);
+                    const int turn = last_visitor_of(m_block) - n_block;
                     while (atomicAdd(turns + m_block, 0) != turn)
                         __nanosleep(64);
                 }
