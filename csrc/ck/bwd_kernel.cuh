@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     Tensor gV = make_tensor(make_gmem_ptr(v_ptr), Shape<Int<kBlockN>, Int<kHeadDimV>>{},
                             make_stride(p.v_row_stride, _1{}));
 
-    // ---- shared memory: K | V | Q0 dO0 | Q1 dO1 | P | dS | (LSE, D) x 2 ----
+    // ---- shared memory: K | V | (Q | dO) x kQStages | P | dS | (LSE, D) x kQStages ----
     Element* smem = reinterpret_cast<Element*>(smem_raw);
     Tensor sK  = make_tensor(make_smem_ptr(smem), typename Kt::SmemLayoutK{});
     // K^T, one dQ column part at a time (Kt::kDqSplit)
@@ -535,8 +535,9 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                     bool seen   = true;
                     if constexpr (decltype(kMasked)::value)
                         seen = (cc >= vis_lo[k] && cc < vis_hi[k]) || cc < vis_sink[k];
-                    const float x    = acc_s(i + e);
-                    const float prob = seen && (!Kt::kFull || x != -INFINITY) ? exp2f(x * scale_log2 - row_lse2[k]) : 0.f;
+                    const float x = acc_s(i + e);
+                    const bool live = seen && (!Kt::kFull || x != -INFINITY); // full: a -inf bias on an empty row
+                    const float prob = live ? exp2f(x * scale_log2 - row_lse2[k]) : 0.f;
                     float dp = acc_dp(i + e);
                     if (has_dropout)
                     {

@@ -286,8 +286,8 @@ def support_table(built) -> str:
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
         feats = "elementwise (+ dbias), alibi | y" if variant == "full" else "n | n"
         rows.append(f"| bwd | ck ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
-                    f"| no_mask, causal t/b, windows t/b, generic | {feats} | - | up to d192 (sm80), d64 (sm86/89): "
-                    "shared memory | y | y |")
+                    f"| no_mask, causal t/b, windows t/b, generic | {feats} | - | up to d192 (sm80), d64 "
+                    "(sm86/89 in builds for them): shared memory | y | y |")
     if not bwd:
         rows.append("| bwd | - | - | - | - | - | - | - | - | n | n | n |")
     skv = [i for i in built if i.api == "fwd_splitkv"]
