@@ -99,8 +99,26 @@ __global__ void __launch_bounds__(128) bwd_dot_do_o(const __grid_constant__ BwdP
                                                                                      : b * p.do_batch_stride +
                                                                                        row * p.do_row_stride) +
                               h * p.do_head_stride;
-        for (int c = lane8 * 2; c < p.hdim_v; c += 16) // hdim_v is a multiple of 8: pairs never straddle the end
-            acc += float(o[c]) * float(dout[c]) + float(o[c + 1]) * float(dout[c + 1]);
+        // 16-byte loads, 8 consecutive chunks per row, when O's row allows them (dO's always do: the API checks it);
+        // hdim_v is a multiple of 8, so neither path straddles the end
+        if (reinterpret_cast<uintptr_t>(o) % 16 == 0)
+        {
+            for (int c = lane8 * 8; c < p.hdim_v; c += 64)
+            {
+                const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
+                const uint4 gv = *reinterpret_cast<const uint4*>(dout + c);
+                const Element* oe = reinterpret_cast<const Element*>(&ov);
+                const Element* ge = reinterpret_cast<const Element*>(&gv);
+                CUTE_UNROLL
+                for (int k = 0; k < 8; ++k)
+                    acc += float(oe[k]) * float(ge[k]);
+            }
+        }
+        else
+        {
+            for (int c = lane8 * 2; c < p.hdim_v; c += 16)
+                acc += float(o[c]) * float(dout[c]) + float(o[c + 1]) * float(dout[c + 1]);
+        }
     }
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);
     acc += __shfl_xor_sync(0xffffffffu, acc, 2);
@@ -192,8 +210,12 @@ __global__ void __launch_bounds__(Kt::kNThreads) bwd_convert_dq(const __grid_con
                 if (row < seq.seqlen_q && col < p.hdim_q)
                 {
                     Element* d = dq + int64_t(row) * p.dq_row_stride + col;
-                    d[0] = static_cast<Element>(v[e] * p.scale);
-                    d[1] = static_cast<Element>(v[e + 1] * p.scale);
+                    alignas(4) Element pair[2] = {static_cast<Element>(v[e] * p.scale),
+                                                  static_cast<Element>(v[e + 1] * p.scale)};
+                    if (reinterpret_cast<uintptr_t>(d) % 4 == 0) // one 32-bit store where dQ's layout allows it
+                        *reinterpret_cast<uint32_t*>(d) = *reinterpret_cast<const uint32_t*>(pair);
+                    else
+                        d[0] = pair[0], d[1] = pair[1];
                 }
             }
         }
