@@ -400,7 +400,7 @@ def test_paged_v1_argument_checks():
         v1(out, ws, q, k, v, tables, lens, mtp=2)
     with pytest.raises(ValueError, match="key_cache must be 5-D"):
         v1(out, ws, q, k[..., 0], v, tables, lens)
-    with pytest.raises(ValueError, match="value_cache block_size \(dim 3\) is 8 but key_cache's block_size is 16"):
+    with pytest.raises(ValueError, match=r"value_cache block_size \(dim 3\) is 8 but key_cache's block_size is 16"):
         v1(out, ws, q, k, v[..., :8], tables, lens)
     with pytest.raises(ValueError, match="context_lens"):
         v1(out, ws, q, k, v, tables, lens[:1])
