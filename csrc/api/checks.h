@@ -87,6 +87,26 @@ std::string invalid_shape(const Args& a)
     return "";
 }
 
+// Strides of one [batch, seqlen, nhead, hdim]-style tensor t (elements): rows must not overlap, head / batch strides
+// must be non-negative (the batch stride is unused in group mode), and, where the kernels load the tensor 16 bytes at
+// a time (vec), every stride must keep rows 16-byte aligned. "" when valid, else the reason.
+inline std::string invalid_strides(const char* t, int row, int head, int batch, int hdim, bool vec,
+                                   bool group_mode)
+{
+    const std::string n = t;
+    const int batch_stride = group_mode ? 0 : batch;
+    if (row < hdim)
+        return "stride_" + n + " (" + str(row) + ") must be >= the head dim (" + str(hdim) +
+               "): rows are contiguous in the last dimension and must not overlap";
+    if (head < 0 || batch_stride < 0)
+        return "nhead_stride_" + n + " and batch_stride_" + n + " must be >= 0";
+    if (vec && (row % kVecElems || head % kVecElems || batch_stride % kVecElems))
+        return "stride_" + n + ", nhead_stride_" + n + " and batch_stride_" + n +
+               " must be multiples of 8 elements (16-byte aligned rows), got " + str(row) + ", " + str(head) + ", " +
+               str(batch);
+    return "";
+}
+
 // Elementwise bias / ALiBi slopes and dropout (p_drop, device seed / offset): "" when valid, else the reason.
 template <typename Args>
 std::string invalid_bias_or_dropout(const Args& a)

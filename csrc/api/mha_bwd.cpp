@@ -85,19 +85,9 @@ std::string invalid_argument(const aiter::mha_bwd_args& a)
                              Strides{"dq", a.stride_dq, a.nhead_stride_dq, a.batch_stride_dq, a.hdim_q, false},
                              Strides{"dk", a.stride_dk, a.nhead_stride_dk, a.batch_stride_dk, a.hdim_q, false},
                              Strides{"dv", a.stride_dv, a.nhead_stride_dv, a.batch_stride_dv, a.hdim_v, false}})
-    {
-        const std::string t = s.t;
-        const int batch_stride = a.is_group_mode ? 0 : s.batch; // unused in group mode
-        if (s.row < s.hdim)
-            return "stride_" + t + " (" + str(s.row) + ") must be >= the head dim (" + str(s.hdim) +
-                   "): rows are contiguous in the last dimension and must not overlap";
-        if (s.head < 0 || batch_stride < 0)
-            return "nhead_stride_" + t + " and batch_stride_" + t + " must be >= 0";
-        if (s.vec && (s.row % kVecElems || s.head % kVecElems || batch_stride % kVecElems))
-            return "stride_" + t + ", nhead_stride_" + t + " and batch_stride_" + t +
-                   " must be multiples of 8 elements (16-byte aligned rows), got " + str(s.row) + ", " +
-                   str(s.head) + ", " + str(s.batch);
-    }
+        if (std::string why = invalid_strides(s.t, s.row, s.head, s.batch, s.hdim, s.vec, a.is_group_mode);
+            !why.empty())
+            return why;
     if (a.nhead_stride_lsed < 0 || (!a.is_group_mode && a.batch_stride_lsed < 0))
         return "nhead_stride_lsed and batch_stride_lsed must be >= 0";
     return "";

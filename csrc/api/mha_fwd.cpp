@@ -105,19 +105,9 @@ std::string invalid_argument(const aiter::mha_fwd_args& a)
                              Strides{"k", a.stride_k, a.nhead_stride_k, a.batch_stride_k, a.hdim_q},
                              Strides{"v", a.stride_v, a.nhead_stride_v, a.batch_stride_v, a.hdim_v},
                              Strides{"o", a.stride_o, a.nhead_stride_o, a.batch_stride_o, a.hdim_v}})
-    {
-        const std::string t = s.t;
-        const int batch_stride = a.is_group_mode ? 0 : s.batch; // unused in group mode
-        if (s.row < s.hdim)
-            return "stride_" + t + " (" + str(s.row) + ") must be >= the head dim (" + str(s.hdim) +
-                   "): rows are contiguous in the last dimension and must not overlap";
-        if (s.head < 0 || batch_stride < 0)
-            return "nhead_stride_" + t + " and batch_stride_" + t + " must be >= 0";
-        if (s.row % kVecElems || s.head % kVecElems || batch_stride % kVecElems)
-            return "stride_" + t + ", nhead_stride_" + t + " and batch_stride_" + t +
-                   " must be multiples of 8 elements (16-byte aligned rows), got " + str(s.row) + ", " +
-                   str(s.head) + ", " + str(s.batch);
-    }
+        if (std::string why = invalid_strides(s.t, s.row, s.head, s.batch, s.hdim, true, a.is_group_mode);
+            !why.empty())
+            return why;
     // The kernels address K / V key blocks (up to 128 rows) with 32-bit offsets inside the block.
     if (a.stride_k >= kMaxKvRowStride || a.stride_v >= kMaxKvRowStride)
         return "stride_k and stride_v must be below 2^24 elements, got " + str(a.stride_k) + ", " + str(a.stride_v);
