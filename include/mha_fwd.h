@@ -295,14 +295,19 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
                                                              bool has_sink = false);
 
 // Not in AITER: the split count mha_fwd_splitkv uses for num_splits = 0, so a caller can size lse_acc / o_acc
-// ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32; group mode [num_splits, nhead_q, total_q(, hdim_v)]). 1 when the grid already fills 80% of the GPU's CTA
-// slots; otherwise the fewest splits whose last wave is at least 85% as full as the best split count's (split counts
-// that leave the key blocks per split unchanged are skipped). Query heads sharing a KV head are packed into one CTA
-// (unless bias_type != 0); up to 16 packed rows run on the decode tile (32-key blocks, counted as 5 CTAs per SM).
-// Worked numbers on an H200 (132 SMs, 660 decode slots), decode with seqlen_q = 1 and 32 query heads on 8 KV heads
-// (one CTA per KV head and split): b=1, 128k keys -> 8 CTAs per split -> 70 splits (560 CTAs, 85% of a wave);
-// b=16, 8k keys -> 128 CTAs -> 5 splits (640 CTAs, 97%); b=64 -> 512 CTAs, 78% of a wave -> 5 splits (3.9 waves);
-// b=128 -> 1024 CTAs -> 1 split (no combine pass).
+// ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32; group mode [num_splits, nhead_q, total_q(, hdim_v)]).
+// Query heads sharing a KV head are packed into one CTA (unless bias_type != 0); up to 16 packed rows run on the
+// decode tile (32-key blocks, 6 CTAs per SM), more on the 64 x 64 prefill tile (64-key blocks, 2 per SM).
+// - Decode tile, CTAs within one wave (SMs x 6 resident): splits = SMs x 4 / CTAs, at most 128 and the key blocks,
+//   then the fewest splits with the same key blocks per split. The kernel is memory-bound and about four one-warp
+//   CTAs per SM already read at full bandwidth; fewer splits mean less partial traffic.
+// - Otherwise: the fewest splits whose last wave is at least 85% as full as the best split count's (counts that leave
+//   the key blocks per split unchanged are skipped); the prefill tile takes 1 once the grid fills 80% of a wave.
+// Worked numbers on an H200 (132 SMs: 528 decode CTAs aimed at, 792 resident), decode with seqlen_q = 1 and 32 query
+// heads on 8 KV heads (one CTA per KV head and split): b=1 -> 8 CTAs -> 66 splits; with 128k keys (4096 blocks of
+// 32) that is 63 blocks per split, still 66 splits (528 CTAs); with 1k keys (32 blocks) 32 splits of one block.
+// b=16 -> 128 CTAs -> 4 splits (512 CTAs). b=64 -> 512 CTAs -> 1 split (no combine pass). b=128 -> 1024 CTAs, 1.29
+// resident waves -> 2 splits (2.6 waves).
 __attribute__((visibility("default"))) int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k,
                                                                       int max_seqlen_q, int max_seqlen_k,
                                                                       int bias_type = 0);

@@ -21,10 +21,14 @@ namespace {
 constexpr float kLog2e       = 1.4426950408889634f;
 constexpr int kMaxKvRowStride = 1 << 24; // 127 rows * stride + hdim fits the kernels' 32-bit in-block offsets
 
-// splitkv_tiles in csrc/codegen/generate.py: a 16-row decode tile with 32-key blocks (five or six CTAs per SM) and a
-// 64 x 64 prefill tile (two per SM).
+// splitkv_tiles in csrc/codegen/generate.py: a 16-row decode tile with 32-key blocks (six one-warp CTAs per SM on
+// sm_90, FwdKernelTraits::kDecodeSmemBudget) and a 64 x 64 prefill tile (two per SM).
 constexpr int kDecodeBlockM = 16, kPrefillBlockM = 64, kDecodeBlockN = 32, kPrefillBlockN = 64;
-constexpr int kDecodeCtasPerSm = 5, kPrefillCtasPerSm = 2;
+constexpr int kDecodeCtasPerSm = 6, kPrefillCtasPerSm = 2;
+// Decode CTAs per SM the split count aims for within one wave: about four one-warp CTAs per SM already read at full
+// bandwidth (H200, d128, 128k keys, b=16: 4 splits = 512 CTAs 4.65 TB/s, 6 splits = 768 CTAs 4.50), and fewer
+// splits mean less partial traffic for the combine pass.
+constexpr int kDecodeFillPerSm = 4;
 constexpr int kMaxSplits    = 128;
 
 int split_block_m(int64_t rows) { return rows <= kDecodeBlockM ? kDecodeBlockM : kPrefillBlockM; }
@@ -341,10 +345,10 @@ int sm_count()
 // FlashAttention-2's rule, restated for our CTAs: with `ctas` CTAs per split and two CTAs resident per SM, pick the
 // fewest splits whose last wave is at least 85% as full as the best choice's; splits that give the same number of
 // key blocks per split as one split fewer are skipped.
-int splits_heuristic(int ctas, int n_blocks, int sms, int ctas_per_sm)
+int splits_heuristic(int ctas, int n_blocks, int sms, int ctas_per_sm, bool full_enough_at_80 = true)
 {
     const int slots = ctas_per_sm * sms;
-    if (ctas >= slots * 4 / 5 || n_blocks <= 1)
+    if ((full_enough_at_80 && ctas >= slots * 4 / 5) || n_blocks <= 1)
         return 1;
     const int max_splits = std::min({kMaxSplits, n_blocks, slots});
     auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
@@ -363,6 +367,16 @@ int splits_heuristic(int ctas, int n_blocks, int sms, int ctas_per_sm)
     return 1;
 }
 
+// The decode tile is memory-bound: a wave of CTAs reads at full bandwidth once every SM holds a few, so when the
+// CTAs fit in one wave the splits fill `slots` (kDecodeFillPerSm per SM) as far as the key blocks allow, then come
+// down to the fewest splits with the same key blocks per split (worked numbers above mha_fwd_splitkv_num_splits).
+int decode_splits(int ctas, int n_blocks, int slots)
+{
+    const int s   = std::max(1, std::min({kMaxSplits, n_blocks, slots / std::max(ctas, 1)}));
+    const int per = (n_blocks + s - 1) / s;
+    return (n_blocks + per - 1) / per;
+}
+
 int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k, int bias_type)
 {
     if (batch < 1 || nhead_q < 1 || nhead_k < 1 || nhead_q % nhead_k || max_seqlen_q < 1 || max_seqlen_k < 1)
@@ -374,8 +388,12 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     const bool decode = bm == kDecodeBlockM;
     const int bn = decode ? kDecodeBlockN : kPrefillBlockN;
     const int n_blocks = (max_seqlen_k + bn - 1) / bn;
-    return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sm_count(),
-                            decode ? kDecodeCtasPerSm : kPrefillCtasPerSm);
+    const int sms = sm_count();
+    if (decode && ctas <= int64_t(kDecodeCtasPerSm) * sms)
+        return decode_splits(int(ctas), n_blocks, kDecodeFillPerSm * sms);
+    // past one decode wave, balance the waves (a 1.3-wave grid reads its last 0.3 at a fraction of the bandwidth)
+    return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sms,
+                            decode ? kDecodeCtasPerSm : kPrefillCtasPerSm, !decode);
 }
 
 // The forward arguments a split-KV call corresponds to (K/V strides keep their meaning inside a page).

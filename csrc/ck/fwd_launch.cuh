@@ -3,12 +3,26 @@
 // Split-KV instances with num_splits > 1 follow with the combine kernel on the same stream.
 // Generated instance files (build/gen/fwd_ck_*.cu) call run_fwd<Traits>; csrc/api never sees CuTe.
 
+#include "decode_ring.cuh"
 #include "fwd_kernel.cuh"
 #include "splitkv_combine.cuh"
 
 #include <cuda_runtime.h>
 
 namespace mha::ck {
+
+// After a split-KV launch: the combine kernel when there are partials to merge.
+template <typename Kt>
+cudaError_t finish_split(const FwdParams& p, cudaStream_t stream)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess || p.split.num_splits <= 1)
+        return err;
+    const dim3 cgrid(p.max_seqlen_q, p.nhead_q, p.batch);
+    const int threads = combine_threads(p.hdim_v, p.split.num_splits);
+    splitkv_combine_kernel<typename Kt::Element><<<cgrid, threads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
 
 template <typename Kt>
 cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
@@ -24,15 +38,29 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
         const int pack = p.split.pack_ratio;
         const dim3 grid((p.max_seqlen_q * pack + Kt::kBlockM - 1) / Kt::kBlockM, pack > 1 ? p.nhead_k : p.nhead_q,
                         p.batch * p.split.num_splits);
-        kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);
-        if (p.split.num_splits > 1)
+        if constexpr (Kt::kDecode && Kt::kAtomQ == 64 && Kt::kAtomV == 64)
         {
-            if ((err = cudaGetLastError()) != cudaSuccess)
+            // sm_90: the tensor-copy ring (decode_ring.cuh). Its one-row boxes must start on 128-byte rows, hence
+            // 64-column swizzle atoms only; d32 / d96 / d160 keep the cp.async loop.
+            int dev = 0, major = 0;
+            if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+                (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
                 return err;
-            const dim3 cgrid((p.max_seqlen_q + kCombineRowsPerCta - 1) / kCombineRowsPerCta, p.nhead_q, p.batch);
-            splitkv_combine_kernel<typename Kt::Element><<<cgrid, 32 * kCombineRowsPerCta, 0, stream>>>(p);
+            if (major >= 9)
+            {
+                FwdParams q = p;
+                int box_rows = Kt::kBlockN; // a paged box stays inside one page
+                while (q.kv.page_size > 0 && q.kv.page_size % box_rows != 0)
+                    box_rows /= 2;
+                if (encode_decode_maps(q, box_rows, Kt::kAtomQ, Kt::kAtomV))
+                {
+                    kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(q);
+                    return finish_split<Kt>(p, stream);
+                }
+            }
         }
-        return cudaGetLastError();
+        kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);
+        return finish_split<Kt>(p, stream);
     }
     const dim3 grid((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
     kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);

@@ -62,6 +62,10 @@ struct FwdKernelTraits
     static constexpr int kNThreads = kNWarps * 32;
     static constexpr bool kFull    = kFull_;
     static constexpr bool kSplit   = kSplit_;
+    // kDecode: the split-KV decode tile (16 rows, one warp; csrc/codegen/generate.py splitkv_tiles). Memory-bound:
+    // on sm_90 its K / V blocks stream through a ring of kKvStages stages filled by the tensor copy engine
+    // (decode_ring.cuh); older GPUs run the two-stage cp.async loop of the split prefill tile.
+    static constexpr bool kDecode  = kSplit && kNWarps == 1;
     // K / V tile addresses: 64-bit block base plus 32-bit offsets inside the block. That saves registers in the
     // mainloop for hdim <= 192 (d128 128x48: 88 -> 44 B of spill, +6% on H200); at hdim 256 the 16 copies per thread
     // make full 64-bit offsets cheaper (d256 64x64: 8 B spill vs 108 B, +17% at s=1k).
@@ -92,6 +96,10 @@ struct FwdKernelTraits
                                                Shape<Int<kBlockN>, Int<kHeadDim>>{}));
     using SmemLayoutV = decltype(tile_to_shape(typename SmemTile<kHeadDimV>::Atom{},
                                                Shape<Int<kBlockN>, Int<kHeadDimV>>{}));
+    // Columns per swizzle atom: one tensor-copy box is (atom columns, rows); the atoms of a (kBlockN, hdim) tile are
+    // laid out column block after column block, kBlockN rows each.
+    static constexpr int kAtomQ = SmemTile<kHeadDim>::kAtomK;
+    static constexpr int kAtomV = SmemTile<kHeadDimV>::kAtomK;
     // V seen as (hdim_v, n): the B operand of O = P V, read with ldmatrix.trans.
     using SmemLayoutVt = decltype(composition(
         SmemLayoutV{}, make_layout(Shape<Int<kHeadDimV>, Int<kBlockN>>{}, GenRowMajor{})));
@@ -102,12 +110,33 @@ struct FwdKernelTraits
     static constexpr int kSmemQOElems = kBlockM * (kHeadDim > kHeadDimV ? kHeadDim : kHeadDimV);
     static constexpr int kSmemKElems  = kBlockN * kHeadDim;
     static constexpr int kSmemVElems  = kBlockN * kHeadDimV;
-    // split-KV instances keep two K/V stages (Q | K0 | V0 | K1 | V1)
-    static constexpr int kKvStages    = kSplit ? 2 : 1;
-    // split-KV, paged: page id and row inside the page of every key of the next block, two slots
+    static constexpr int kStageBytes  = (kSmemKElems + kSmemVElems) * int(sizeof(Element));
+    // Split-KV prefill tiles keep two K/V stages (Q | K0 | V0 | K1 | V1). The decode ring is as deep as fits in
+    // kDecodeSmemBudget bytes, at least 2 and at most 8 stages. The default, 37,888, is a sixth of an sm_90 SM's
+    // 228 KB less the 1 KB reserved per CTA: six one-warp CTAs per SM (d128: 2 stages of 32 keys; d64: 4). A
+    // warp issues an instruction every ~5 cycles here, so warps per SM beat stages per CTA: on H200 (b=64, 32k keys,
+    // d128, 256-byte L2 fetches) 6 CTAs x 2 stages read 4.16 TB/s, 4 x 3 4.09, 3 x 4 3.46 and 2 x 6 2.33.
+#ifdef MHA_DECODE_SMEM_BUDGET
+    static constexpr int kDecodeSmemBudget = MHA_DECODE_SMEM_BUDGET;
+#else
+    static constexpr int kDecodeSmemBudget = 37888;
+#endif
+    // split-KV (both tiles; the decode tile's cp.async loop uses it too), paged: page id and row inside the page of
+    // every key of the next block, two slots
     static constexpr int kSmemPageIdBytes = kSplit ? 2 * 2 * kBlockN * 4 : 0;
-    static constexpr int kSmemBytes = (kSmemQOElems + kKvStages * (kSmemKElems + kSmemVElems)) * int(sizeof(Element)) +
-                                      kSmemPageIdBytes;
+    static constexpr int kSmemQBytes      = kSmemQOElems * int(sizeof(Element));
+    static constexpr int kKvStages =
+        !kSplit ? 1
+        : !kDecode ? 2
+                   : cute::max(2, cute::min(8, (kDecodeSmemBudget - kSmemQBytes - kSmemPageIdBytes - 64) /
+                                                   kStageBytes));
+    // Q | K / V stages | page ids | (decode) one mbarrier per stage
+    static constexpr int kSmemIdsOffset = kSmemQBytes + kKvStages * kStageBytes;
+    static constexpr int kSmemBarOffset = kSmemIdsOffset + kSmemPageIdBytes;
+    static constexpr int kSmemBytes     = kSmemBarOffset + (kDecode ? 8 * kKvStages : 0);
+    // the decode ring's swizzled boxes land in 1024-byte periods: Q and every K / V stage must keep them aligned
+    static_assert(!kDecode || (kSmemQBytes % 1024 == 0 && kStageBytes % 1024 == 0 &&
+                               kSmemKElems * int(sizeof(Element)) % 1024 == 0));
 
     using SmemCopyAtom           = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
     using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;

@@ -1,24 +1,38 @@
 #pragma once
 // Split-KV combine: merges the fp32 partials (O_s normalised by its own sum, LSE_s) of every split into O and LSE:
 //   LSE = log(sum_s exp(LSE_s)) [+ the sink logit],  O = sum_s exp(LSE_s - LSE) * O_s.
-// One warp per (query row, head): lanes split the LSE reduction over the splits, then the hdim_v columns.
+// One CTA per (query row, head, batch). Warp 0 turns the splits' LSEs into weights; then thread (g, v) adds up the
+// splits g, g + G, g + 2G, ... of column chunk v (4 columns when the partials allow 16-byte loads, else 1), four
+// loads in flight at a time, and the G groups meet in shared memory. A decode step with 70 splits thus reads its
+// partials in a few round trips instead of one per split.
 
 #include "../common/fwd_params.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cute/config.hpp>
 
 namespace mha::ck {
 
-constexpr int kCombineRowsPerCta = 4; // warps per CTA, one query row each
+constexpr int kCombineMaxThreads = 256;
 constexpr int kMaxSplits         = 128;
 
-template <typename Element>
-__global__ void __launch_bounds__(32 * kCombineRowsPerCta) splitkv_combine_kernel(const __grid_constant__ FwdParams p)
+// Threads per combine CTA: enough for every column (scalar path) and for 4-column chunks of every split, <= 256.
+inline int combine_threads(int hdim_v, int num_splits)
 {
-    __shared__ float s_lse[kCombineRowsPerCta][kMaxSplits];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int h = blockIdx.y, b = blockIdx.z;
-    const int q = blockIdx.x * kCombineRowsPerCta + warp;
+    auto up32 = [](int x) { return (x + 31) / 32 * 32; };
+    const int want = up32(hdim_v > up32(hdim_v / 4 * num_splits) ? hdim_v : hdim_v / 4 * num_splits);
+    return want < kCombineMaxThreads ? want : kCombineMaxThreads;
+}
+
+template <typename Element>
+__global__ void __launch_bounds__(kCombineMaxThreads) splitkv_combine_kernel(const __grid_constant__ FwdParams p)
+{
+    __shared__ float s_w[kMaxSplits];                 // exp(LSE_s - LSE of the keys), 0 for empty splits
+    __shared__ float4 s_acc[kCombineMaxThreads];      // per-thread column sums, reduced over groups
+    __shared__ float s_out_scale;
+    const int tid = threadIdx.x;
+    const int q = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const SeqParams& sq = p.seq;
     int seqlen_q = p.seqlen_q;
     int64_t row0 = 0;
@@ -36,56 +50,108 @@ __global__ void __launch_bounds__(32 * kCombineRowsPerCta) splitkv_combine_kerne
 
     const SplitParams& sp = p.split;
     const int n = sp.num_splits;
-    const int64_t lse_row = (sq.is_group ? 0 : b * sp.lse_acc_batch_stride) + h * sp.lse_acc_head_stride + row0 + q;
-    float m = -INFINITY;
-    for (int s = lane; s < n; s += 32)
+    if (tid < 32)
     {
-        const float l = sp.lse_acc[s * sp.lse_acc_split_stride + lse_row];
-        s_lse[warp][s] = l;
-        m = fmaxf(m, l);
-    }
-    for (int o = 16; o > 0; o /= 2)
-        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
-    float sum = 0.f;
-    for (int s = lane; s < n; s += 32)
-        sum += m == -INFINITY ? 0.f : expf(s_lse[warp][s] - m);
-    for (int o = 16; o > 0; o /= 2)
-        sum += __shfl_xor_sync(0xffffffff, sum, o);
-    __syncwarp();
-
-    float lse = m == -INFINITY ? -INFINITY : m + logf(sum);
-    float out_scale = 1.f; // exp(lse_of_keys - lse_with_sink)
-    if (p.mod.sink != nullptr)
-    {
-        const float sink = p.mod.sink[h];
-        if (sink != -INFINITY)
+        const int lane = tid;
+        const int64_t lse_row = (sq.is_group ? 0 : b * sp.lse_acc_batch_stride) + h * sp.lse_acc_head_stride + row0 + q;
+        float l[kMaxSplits / 32];
+        float m = -INFINITY;
+        CUTE_UNROLL
+        for (int i = 0; i < kMaxSplits / 32; ++i)
         {
-            const float hi = fmaxf(lse, sink);
-            const float tot = hi + logf((lse == -INFINITY ? 0.f : expf(lse - hi)) + expf(sink - hi));
-            out_scale = lse == -INFINITY ? 0.f : expf(lse - tot);
-            lse = tot;
+            const int s = lane + 32 * i;
+            l[i] = s < n ? sp.lse_acc[s * sp.lse_acc_split_stride + lse_row] : -INFINITY;
+            m = fmaxf(m, l[i]);
+        }
+        for (int o = 16; o > 0; o /= 2)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+        float sum = 0.f;
+        CUTE_UNROLL
+        for (int i = 0; i < kMaxSplits / 32; ++i)
+            sum += l[i] == -INFINITY ? 0.f : expf(l[i] - m);
+        for (int o = 16; o > 0; o /= 2)
+            sum += __shfl_xor_sync(0xffffffff, sum, o);
+        float lse = m == -INFINITY ? -INFINITY : m + logf(sum);
+        float out_scale = 1.f; // exp(lse_of_keys - lse_with_sink)
+        if (p.mod.sink != nullptr)
+        {
+            const float sink = p.mod.sink[h];
+            if (sink != -INFINITY)
+            {
+                const float hi  = fmaxf(lse, sink);
+                const float tot = hi + logf((lse == -INFINITY ? 0.f : expf(lse - hi)) + expf(sink - hi));
+                out_scale = lse == -INFINITY ? 0.f : expf(lse - tot);
+                lse = tot;
+            }
+        }
+        const float lse_keys = out_scale > 0.f ? lse + logf(out_scale) : -INFINITY; // normaliser of the partials
+        CUTE_UNROLL
+        for (int i = 0; i < kMaxSplits / 32; ++i)
+            s_w[lane + 32 * i] = lse_keys == -INFINITY || l[i] == -INFINITY ? 0.f : expf(l[i] - lse_keys);
+        if (lane == 0)
+        {
+            s_out_scale = out_scale;
+            if (p.lse != nullptr)
+                p.lse[h * p.lse_head_stride + (sq.is_group ? row0 : b * p.lse_batch_stride) + q] = lse;
         }
     }
-    const float lse_keys = out_scale > 0.f ? lse + logf(out_scale) : -INFINITY; // normaliser of the partials
+    __syncthreads();
 
-    const int64_t o_row = (sq.is_group ? 0 : b * sp.o_acc_batch_stride) + h * sp.o_acc_head_stride +
-                          (row0 + q) * sp.o_acc_row_stride;
-    Element* out = static_cast<Element*>(p.o) + (sq.is_group ? row0 * p.o_row_stride : b * p.o_batch_stride) +
-                   h * p.o_head_stride + int64_t(q) * p.o_row_stride;
-    for (int c = lane; c < p.hdim_v; c += 32)
+    const float* o_acc = sp.o_acc + (sq.is_group ? 0 : b * sp.o_acc_batch_stride) + h * sp.o_acc_head_stride +
+                         (row0 + q) * sp.o_acc_row_stride;
+    const bool vec4 = (reinterpret_cast<uintptr_t>(sp.o_acc) % 16 == 0) && sp.o_acc_split_stride % 4 == 0 &&
+                      sp.o_acc_head_stride % 4 == 0 && sp.o_acc_row_stride % 4 == 0 &&
+                      (sq.is_group || sp.o_acc_batch_stride % 4 == 0) && p.hdim_v % 4 == 0;
+    const int width  = vec4 ? 4 : 1;
+    const int nvec   = p.hdim_v / width;
+    const int groups = blockDim.x / nvec;
+    const int g = tid / nvec, v = tid % nvec;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (g < groups)
     {
-        float acc = 0.f;
-        if (lse_keys != -INFINITY)
-            for (int s = 0; s < n; ++s)
+        auto load = [&](int s) {
+            const float* src = o_acc + int64_t(s) * sp.o_acc_split_stride + v * width;
+            return vec4 ? *reinterpret_cast<const float4*>(src) : make_float4(*src, 0.f, 0.f, 0.f);
+        };
+        for (int s0 = g; s0 < n; s0 += 4 * groups)
+        {
+            float w[4];
+            float4 x[4];
+            CUTE_UNROLL
+            for (int u = 0; u < 4; ++u) // the loads first, then the sums: four round trips overlap
             {
-                const float l = s_lse[warp][s];
-                if (l != -INFINITY)
-                    acc += expf(l - lse_keys) * sp.o_acc[s * sp.o_acc_split_stride + o_row + c];
+                const int s = s0 + u * groups;
+                w[u] = s < n ? s_w[s] : 0.f;
+                x[u] = w[u] != 0.f ? load(s) : make_float4(0.f, 0.f, 0.f, 0.f);
             }
-        out[c] = static_cast<Element>(acc * out_scale);
+            CUTE_UNROLL
+            for (int u = 0; u < 4; ++u)
+            {
+                acc.x += w[u] * x[u].x, acc.y += w[u] * x[u].y;
+                acc.z += w[u] * x[u].z, acc.w += w[u] * x[u].w;
+            }
+        }
     }
-    if (p.lse != nullptr && lane == 0)
-        p.lse[h * p.lse_head_stride + (sq.is_group ? row0 : b * p.lse_batch_stride) + q] = lse;
+    s_acc[tid] = acc;
+    __syncthreads();
+    if (tid < nvec)
+    {
+        for (int k = 1; k < groups; ++k)
+        {
+            const float4 o = s_acc[k * nvec + tid];
+            acc.x += o.x, acc.y += o.y, acc.z += o.z, acc.w += o.w;
+        }
+        Element* out = static_cast<Element*>(p.o) + (sq.is_group ? row0 * p.o_row_stride : b * p.o_batch_stride) +
+                       h * p.o_head_stride + int64_t(q) * p.o_row_stride + tid * width;
+        const float scale = s_out_scale;
+        out[0] = static_cast<Element>(acc.x * scale);
+        if (vec4)
+        {
+            out[1] = static_cast<Element>(acc.y * scale);
+            out[2] = static_cast<Element>(acc.z * scale);
+            out[3] = static_cast<Element>(acc.w * scale);
+        }
+    }
 }
 
 } // namespace mha::ck

@@ -47,8 +47,8 @@ for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
 # Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), "full" only, two per head-dim pair:
 # - decode: 16 rows (one query of a packed GQA group of up to 16 heads, or a few speculative tokens) and one warp,
 #   so the tensor cores and shared memory do 16 rows of work per K/V byte instead of 64; 32-key blocks (16 above
-#   hdim 128) keep one warp's copies and registers spill-free, and 5-6 CTAs per SM keep ~90 KB of K/V in flight
-#   (two stages each).
+#   hdim 128) keep one warp's registers spill-free. On sm_90 the K / V blocks arrive by tensor copies into a ring of
+#   stages (csrc/ck/decode_ring.cuh), six CTAs per SM (d128: two 16 KB stages each).
 # - prefill: 64 x 64 with 4 warps, for batch prefill and split-KV calls with many query rows.
 def splitkv_tiles(hdim: int, hdim_v: int) -> list[tuple[int, int, int]]:
     return [(16, 32 if max(hdim, hdim_v) <= 128 else 16, 1), (64, 64, 4)]

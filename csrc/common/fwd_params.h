@@ -80,6 +80,12 @@ struct DropoutParams
 // j % page_size of page pages[j / page_size], where pages = block_table + b * block_table_batch_stride, or
 // page_indices + page_indptr[b] (SGLang's table); a page starts at page * k_batch_stride (page ids are 32-bit, the
 // products 64-bit, so pools past 65,536 pages and 2^31 elements are fine).
+// An opaque CUtensorMap (cuda.h), kept as bytes so that this header needs no driver API.
+struct alignas(64) TmaDesc
+{
+    unsigned long long bytes[16];
+};
+
 struct KvCacheParams
 {
     int32_t page_size = 0;                   // 0: dense
@@ -90,6 +96,10 @@ struct KvCacheParams
     const int32_t* last_page_lens = nullptr; // [batch]: seqlen_k = page_size * (pages - 1) + last_page_lens[b]
     const int32_t* cache_batch_idx = nullptr; // [batch], dense only
     const int32_t* seqlen_k = nullptr;       // batch mode: per-batch key count (kv cache fill), else p.seqlen_k
+    // Decode tile on sm_90 (csrc/ck/decode_ring.cuh): tensor maps of K and V with boxes of tma_box_rows rows and of
+    // one row, filled by the launcher; tma_box_rows = 0 selects the cp.async loop.
+    int32_t tma_box_rows = 0;
+    TmaDesc tma_k, tma_v, tma_k1, tma_v1;
 };
 
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
