@@ -111,9 +111,13 @@ inline bool encode_decode_maps(FwdParams& p, int box_rows, int atom_q, int atom_
     static const Encode encode = [] {
         void* fn = nullptr;
         cudaDriverEntryPointQueryResult found{};
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-                cudaSuccess ||
-            found != cudaDriverEntryPointSuccess)
+#if CUDART_VERSION >= 12050 // the versioned query; CUDA 13 deprecates the other
+        const cudaError_t err =
+            cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+#else
+        const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found);
+#endif
+        if (err != cudaSuccess || found != cudaDriverEntryPointSuccess)
             fn = nullptr;
         return reinterpret_cast<Encode>(fn);
     }();

@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     };
     // Decode tile on sm_90 with tensor maps: the ring below issues its own blocks. Its boxes land in 1024-byte
     // swizzle periods, so the stages must start on 1024-byte boundaries.
-    const bool use_ring = Kt::kDecode && MHA_DECODE_TMA && p.kv.tma_box_rows > 0 && smem_addr(smem_raw) % 1024 == 0;
+    const bool use_ring = Kt::kRing && MHA_DECODE_TMA && p.kv.tma_box_rows > 0 && smem_addr(smem_raw) % 1024 == 0;
     if (!use_ring && n_first >= n_lo)
         load_k(n_first, 0);
     cute::cp_async_fence();
@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         // kKvStages - 1 blocks in flight while one computes. Lane t issues the boxes of rows [t * R, (t + 1) * R)
         // of a block (R = tma_box_rows; a partial last block: row t alone, from the one-row maps); its page id
         // is read one block ahead, so issuing never waits on the page table.
-        if constexpr (Kt::kDecode)
+        if constexpr (Kt::kRing)
         {
             constexpr int kStages = Kt::kKvStages;
             static_assert(kBlockN <= 32, "one box (or one row) per lane");
@@ -488,7 +488,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     }
     else
     {
-        // Split-KV prefill tile, and the decode tile off sm_90: two K/V stages. Block `next` (K and V) streams in
+        // Split-KV prefill tile, and the decode tile without the ring: two K/V stages. Block `next` (K and V) streams in
         // while block n computes, so a whole block pair is always in flight. Paged: the page ids of the block after
         // that are fetched into shared memory during the compute, so issuing a block's loads never waits on the page
         // table.

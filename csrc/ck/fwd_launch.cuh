@@ -38,10 +38,9 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
         const int pack = p.split.pack_ratio;
         const dim3 grid((p.max_seqlen_q * pack + Kt::kBlockM - 1) / Kt::kBlockM, pack > 1 ? p.nhead_k : p.nhead_q,
                         p.batch * p.split.num_splits);
-        if constexpr (Kt::kDecode && Kt::kAtomQ == 64 && Kt::kAtomV == 64)
+        if constexpr (Kt::kRing)
         {
-            // sm_90: the tensor-copy ring (decode_ring.cuh). Its one-row boxes must start on 128-byte rows, hence
-            // 64-column swizzle atoms only; d32 / d96 / d160 keep the cp.async loop.
+            // sm_90: the tensor-copy ring (decode_ring.cuh), when the driver builds the tensor maps
             int dev = 0, major = 0;
             if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
                 (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
@@ -59,7 +58,7 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                 }
             }
         }
-        kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);
+        kernel<<<grid, Kt::kNThreads, Kt::kSmemLoopBytes, stream>>>(p); // the cp.async loop's two stages
         return finish_split<Kt>(p, stream);
     }
     const dim3 grid((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);

@@ -121,21 +121,28 @@ struct FwdKernelTraits
 #else
     static constexpr int kDecodeSmemBudget = 37888;
 #endif
-    // split-KV (both tiles; the decode tile's cp.async loop uses it too), paged: page id and row inside the page of
-    // every key of the next block, two slots
+    // kRing: the decode tile takes the tensor-copy ring on sm_90. Its one-row boxes must start on 128-byte rows, so
+    // only instances with 64-column swizzle atoms (d64, d128, d192, d256) do; d32 / d96 / d160 keep the cp.async loop
+    // and its two stages.
+    static constexpr bool kRing = kDecode && kAtomQ == 64 && kAtomV == 64;
+    // split-KV (both tiles' cp.async loops), paged: page id and row inside the page of every key of the next block,
+    // two slots
     static constexpr int kSmemPageIdBytes = kSplit ? 2 * 2 * kBlockN * 4 : 0;
     static constexpr int kSmemQBytes      = kSmemQOElems * int(sizeof(Element));
     static constexpr int kKvStages =
         !kSplit ? 1
-        : !kDecode ? 2
-                   : cute::max(2, cute::min(8, (kDecodeSmemBudget - kSmemQBytes - kSmemPageIdBytes - 64) /
-                                                   kStageBytes));
-    // Q | K / V stages | page ids | (decode) one mbarrier per stage
-    static constexpr int kSmemIdsOffset = kSmemQBytes + kKvStages * kStageBytes;
-    static constexpr int kSmemBarOffset = kSmemIdsOffset + kSmemPageIdBytes;
-    static constexpr int kSmemBytes     = kSmemBarOffset + (kDecode ? 8 * kKvStages : 0);
+        : !kRing ? 2
+                 : cute::max(2, cute::min(8, (kDecodeSmemBudget - kSmemQBytes - kSmemPageIdBytes - 64) / kStageBytes));
+    // Q | stage 0 [| stage 1 | page ids]: all the cp.async loops use (kSmemLoopBytes). The ring's further stages
+    // overlap the page ids, which it does not read, and its mbarriers come after both. A ring instance launches
+    // with kSmemBytes when the ring runs and with kSmemLoopBytes otherwise (before sm_90: 99 KB SMs keep their
+    // CTAs per SM).
+    static constexpr int kSmemIdsOffset = kSmemQBytes + cute::min(kKvStages, 2) * kStageBytes;
+    static constexpr int kSmemLoopBytes = kSmemIdsOffset + kSmemPageIdBytes;
+    static constexpr int kSmemBarOffset = cute::max(kSmemQBytes + kKvStages * kStageBytes, kSmemLoopBytes);
+    static constexpr int kSmemBytes     = kRing ? kSmemBarOffset + 8 * kKvStages : kSmemLoopBytes;
     // the decode ring's swizzled boxes land in 1024-byte periods: Q and every K / V stage must keep them aligned
-    static_assert(!kDecode || (kSmemQBytes % 1024 == 0 && kStageBytes % 1024 == 0 &&
+    static_assert(!kRing || (kSmemQBytes % 1024 == 0 && kStageBytes % 1024 == 0 &&
                                kSmemKElems * int(sizeof(Element)) % 1024 == 0));
 
     using SmemCopyAtom           = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
