@@ -14,9 +14,10 @@ import re
 import subprocess
 
 
-def ours(exe, b, L, page):
+def ours(exe, b, L, page, layout):
+    perm = "1" if layout == "bhsd" else "0"
     cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", "-d=128", "-s=1", f"-s_k={L}", "-num_splits=0", "-v=0",
-           "-warmup=5", "-repeat=20", "-iperm=0", "-operm=0"]
+           "-warmup=5", "-repeat=20", f"-iperm={perm}", f"-operm={perm}"]
     if page:
         cmd.append(f"-page_block_size={page}")
     out = subprocess.run(cmd, capture_output=True, text=True).stdout
@@ -47,6 +48,9 @@ def main():
     ap.add_argument("--exe", default="./benchmark_mha_fwd")
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--lengths", default="1024,8192,32768,131072")
+    ap.add_argument("--layout", choices=["bhsd", "bshd"], default="bhsd",
+                    help="dense Q/K/V/O layout of both sides: bhsd (SDPA's contiguous tensors; ours -iperm=1) or "
+                         "bshd (ours -iperm=0; SDPA gets the same memory through transposed views)")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -56,7 +60,7 @@ def main():
     y = torch.empty_like(x)
     copy = 2 * 2**30 / event_time(lambda: y.copy_(x)) / 1e6
     del x, y
-    print(f"# {torch.cuda.get_device_name(0)}; copy bandwidth (read + write) {copy:.0f} GB/s")
+    print(f"# {torch.cuda.get_device_name(0)}; copy bandwidth (read + write) {copy:.0f} GB/s; dense layout {a.layout}")
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
     print(f"{'b':>3} {'L':>7} {'splits':>6} {'dense':>7} {'page16':>7} {'page128':>7} {'best sdpa':>16} "
@@ -64,9 +68,14 @@ def main():
     for b in map(int, a.batches.split(",")):
         for L in map(int, a.lengths.split(",")):
             nbytes = 2 * b * 8 * L * 128 * 2
-            q = torch.randn(b, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
-            k = torch.randn(b, 8, L, 128, device="cuda", dtype=torch.bfloat16)
-            v = torch.randn_like(k)
+            if a.layout == "bhsd":
+                q = torch.randn(b, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+                k = torch.randn(b, 8, L, 128, device="cuda", dtype=torch.bfloat16)
+                v = torch.randn_like(k)
+            else:  # (b, s, h, d) memory seen as (b, h, s, d)
+                q = torch.randn(b, 1, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+                k = torch.randn(b, L, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+                v = torch.randn(b, L, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
             best = (0.0, "-")
             for name, be in backends.items():
                 if name == "math" and nbytes > 2**30:
@@ -82,7 +91,7 @@ def main():
             res = {}
             splits = 1
             for page in (0, 16, 128):
-                ms, sp, _ = ours(a.exe, b, L, page)
+                ms, sp, _ = ours(a.exe, b, L, page, a.layout)
                 res[page] = nbytes / ms / 1e6 if ms else 0.0
                 if page == 0:
                     splits = sp

@@ -52,7 +52,10 @@ if has paged; then
 fi
 if has decode; then
   echo "== decode benchmark (ours vs PyTorch SDPA, same call)"
-  timeout 200 python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd 2>&1 | grep -v -E "Warning|t = event" | tee "$OUT/decode.log"
+  for layout in bhsd bshd; do # SDPA's contiguous (b, h, s, d) tensors, then the (b, s, h, d) memory of both sides
+    timeout 200 python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd --layout $layout 2>&1 |
+      grep -v -E "Warning|t = event" | tee -a "$OUT/decode.log"
+  done
 fi
 if has perf; then
   echo "== perf grid (ours vs PyTorch SDPA flash / cuDNN, same call)"

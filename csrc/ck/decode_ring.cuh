@@ -32,6 +32,14 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p)
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+#if MHA_DECODE_TMA
+// Pulls a tensor map (kernel parameter space) into the copy engine's descriptor cache ahead of its first use.
+__device__ __forceinline__ void prefetch_tensormap(const TmaDesc& map)
+{
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");
+}
+#endif
+
 template <int kStages>
 struct DecodeRing
 {

@@ -26,6 +26,9 @@ struct ScoreMods
     bool alibi_vertical; // causal masks: +slope * j (CK's VERTICAL mode; equal up to a per-row constant)
     int seqlen_q, seqlen_k;
 
+    // Anything beyond the scale: without it the kernel skips apply() and folds the scale into exp2.
+    __device__ __forceinline__ bool active() const { return softcap > 0.f || bias != nullptr || alibi_slope != 0.f; }
+
     // s: score accumulator; c: matching (row, col) coordinates inside the tile; the tile starts at (m0, n0).
     template <typename TS, typename TC>
     __device__ __forceinline__ void apply(TS& s, TC const& c, int m0, int n0) const

@@ -11,17 +11,25 @@
 
 namespace mha::ck {
 
-// After a split-KV launch: the combine kernel when there are partials to merge.
+// After a split-KV launch: the combine kernel when there are partials to merge. On sm_90 it is a programmatic
+// dependent of the split kernel (splitkv_combine.cuh): its launch and its CTAs' setup overlap the split grid's tail.
 template <typename Kt>
-cudaError_t finish_split(const FwdParams& p, cudaStream_t stream)
+cudaError_t finish_split(const FwdParams& p, cudaStream_t stream, bool dependent)
 {
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess || p.split.num_splits <= 1)
         return err;
-    const dim3 cgrid(p.max_seqlen_q, p.nhead_q, p.batch);
-    const int threads = combine_threads(p.hdim_v, p.split.num_splits);
-    splitkv_combine_kernel<typename Kt::Element><<<cgrid, threads, 0, stream>>>(p);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim  = dim3(p.max_seqlen_q, p.nhead_q, p.batch);
+    cfg.blockDim = dim3(combine_threads(p.hdim_v, p.split.num_splits));
+    cfg.stream   = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs    = &attr;
+    cfg.numAttrs = dependent ? 1 : 0;
+    err = cudaLaunchKernelEx(&cfg, splitkv_combine_kernel<typename Kt::Element>, p);
+    return err != cudaSuccess ? err : cudaGetLastError();
 }
 
 template <typename Kt>
@@ -38,13 +46,13 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
         const int pack = p.split.pack_ratio;
         const dim3 grid((p.max_seqlen_q * pack + Kt::kBlockM - 1) / Kt::kBlockM, pack > 1 ? p.nhead_k : p.nhead_q,
                         p.batch * p.split.num_splits);
+        int dev = 0, major = 0;
+        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+            (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
+            return err;
         if constexpr (Kt::kRing)
         {
             // sm_90: the tensor-copy ring (decode_ring.cuh), when the driver builds the tensor maps
-            int dev = 0, major = 0;
-            if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
-                (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
-                return err;
             if (major >= 9)
             {
                 FwdParams q = p;
@@ -54,12 +62,12 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                 if (encode_decode_maps(q, box_rows, Kt::kAtomQ, Kt::kAtomV))
                 {
                     kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(q);
-                    return finish_split<Kt>(p, stream);
+                    return finish_split<Kt>(p, stream, true);
                 }
             }
         }
         kernel<<<grid, Kt::kNThreads, Kt::kSmemLoopBytes, stream>>>(p); // the cp.async loop's two stages
-        return finish_split<Kt>(p, stream);
+        return finish_split<Kt>(p, stream, major >= 9);
     }
     const dim3 grid((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
     kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);

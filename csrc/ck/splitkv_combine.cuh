@@ -1,10 +1,13 @@
 #pragma once
 // Split-KV combine: merges the fp32 partials (O_s normalised by its own sum, LSE_s) of every split into O and LSE:
 //   LSE = log(sum_s exp(LSE_s)) [+ the sink logit],  O = sum_s exp(LSE_s - LSE) * O_s.
-// One CTA per (query row, head, batch). Warp 0 turns the splits' LSEs into weights; then thread (g, v) adds up the
-// splits g, g + G, g + 2G, ... of column chunk v (4 columns when the partials allow 16-byte loads, else 1), four
-// loads in flight at a time, and the G groups meet in shared memory. A decode step with 70 splits thus reads its
-// partials in a few round trips instead of one per split.
+// One CTA per (query row, head, batch); thread (g, v) adds up the splits g, g + G, g + 2G, ... of column chunk v
+// (4 columns when the partials allow 16-byte loads, else 1), and the G groups meet in shared memory. Every thread
+// loads its first kCombinePrefetch partials before warp 0 has turned the splits' LSEs into weights, so a decode step
+// (up to 128 splits at d128: 16 groups x 8) reads all its partials in one round trip.
+//
+// The split kernel launches this one as a programmatic dependent (sm_90): the launch and the CTAs' start overlap
+// the split kernel's last blocks, and griddepcontrol.wait holds every read until the split grid has finished.
 
 #include "../common/fwd_params.h"
 
@@ -14,15 +17,32 @@
 
 namespace mha::ck {
 
-constexpr int kCombineMaxThreads = 256;
+constexpr int kCombineMaxThreads = 512;
+constexpr int kCombinePrefetch   = 8; // partials per thread in flight with the weights
 constexpr int kMaxSplits         = 128;
 
-// Threads per combine CTA: enough for every column (scalar path) and for 4-column chunks of every split, <= 256.
+// Threads per combine CTA: enough for every column (scalar path) and for 4-column chunks of every split, <= 512.
 inline int combine_threads(int hdim_v, int num_splits)
 {
     auto up32 = [](int x) { return (x + 31) / 32 * 32; };
     const int want = up32(hdim_v > up32(hdim_v / 4 * num_splits) ? hdim_v : hdim_v / 4 * num_splits);
     return want < kCombineMaxThreads ? want : kCombineMaxThreads;
+}
+
+// Programmatic dependent launch (sm_90 and newer; no-ops before): the split kernel lets the combine grid launch,
+// and the combine kernel waits for the split grid's completion and memory before it reads a partial.
+__device__ __forceinline__ void grid_launch_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void grid_dependency_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 template <typename Element>
@@ -48,19 +68,53 @@ __global__ void __launch_bounds__(kCombineMaxThreads) splitkv_combine_kernel(con
     if (q >= seqlen_q)
         return;
 
+    // Everything that does not come from the split kernel is read before the wait, off the critical path.
     const SplitParams& sp = p.split;
     const int n = sp.num_splits;
+    const float* o_acc = sp.o_acc + (sq.is_group ? 0 : b * sp.o_acc_batch_stride) + h * sp.o_acc_head_stride +
+                         (row0 + q) * sp.o_acc_row_stride;
+    const float* lse_acc = sp.lse_acc + (sq.is_group ? 0 : b * sp.lse_acc_batch_stride) +
+                           h * sp.lse_acc_head_stride + row0 + q;
+    const int64_t o_split_stride = sp.o_acc_split_stride, lse_split_stride = sp.lse_acc_split_stride;
+    const bool vec4 = (reinterpret_cast<uintptr_t>(sp.o_acc) % 16 == 0) && sp.o_acc_split_stride % 4 == 0 &&
+                      sp.o_acc_head_stride % 4 == 0 && sp.o_acc_row_stride % 4 == 0 &&
+                      (sq.is_group || sp.o_acc_batch_stride % 4 == 0) && p.hdim_v % 4 == 0;
+    const int width  = vec4 ? 4 : 1;
+    const int nvec   = p.hdim_v / width;
+    const int groups = blockDim.x / nvec;
+    const int g = tid / nvec, v = tid % nvec;
+    const float sink = p.mod.sink != nullptr ? p.mod.sink[h] : -INFINITY;
+    float* const lse_out = p.lse != nullptr
+                               ? p.lse + h * p.lse_head_stride + (sq.is_group ? row0 : b * p.lse_batch_stride) + q
+                               : nullptr;
+    Element* const out = static_cast<Element*>(p.o) + (sq.is_group ? row0 * p.o_row_stride : b * p.o_batch_stride) +
+                         h * p.o_head_stride + int64_t(q) * p.o_row_stride + tid * width;
+    grid_dependency_wait();
+
+    auto load = [&](int s) {
+        const float* src = o_acc + s * o_split_stride + v * width;
+        return vec4 ? *reinterpret_cast<const float4*>(src) : make_float4(*src, 0.f, 0.f, 0.f);
+    };
+    // the first partials of this thread, in flight while warp 0 computes the weights (an empty split's partial is
+    // loaded too, but its weight is 0 and it is never added)
+    float4 x0[kCombinePrefetch];
+    CUTE_UNROLL
+    for (int u = 0; u < kCombinePrefetch; ++u)
+    {
+        const int s = g + u * groups;
+        x0[u] = g < groups && s < n ? load(s) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+
     if (tid < 32)
     {
         const int lane = tid;
-        const int64_t lse_row = (sq.is_group ? 0 : b * sp.lse_acc_batch_stride) + h * sp.lse_acc_head_stride + row0 + q;
         float l[kMaxSplits / 32];
         float m = -INFINITY;
         CUTE_UNROLL
         for (int i = 0; i < kMaxSplits / 32; ++i)
         {
             const int s = lane + 32 * i;
-            l[i] = s < n ? sp.lse_acc[s * sp.lse_acc_split_stride + lse_row] : -INFINITY;
+            l[i] = s < n ? lse_acc[s * lse_split_stride] : -INFINITY;
             m = fmaxf(m, l[i]);
         }
         for (int o = 16; o > 0; o /= 2)
@@ -73,16 +127,12 @@ __global__ void __launch_bounds__(kCombineMaxThreads) splitkv_combine_kernel(con
             sum += __shfl_xor_sync(0xffffffff, sum, o);
         float lse = m == -INFINITY ? -INFINITY : m + logf(sum);
         float out_scale = 1.f; // exp(lse_of_keys - lse_with_sink)
-        if (p.mod.sink != nullptr)
+        if (sink != -INFINITY)
         {
-            const float sink = p.mod.sink[h];
-            if (sink != -INFINITY)
-            {
-                const float hi  = fmaxf(lse, sink);
-                const float tot = hi + logf((lse == -INFINITY ? 0.f : expf(lse - hi)) + expf(sink - hi));
-                out_scale = lse == -INFINITY ? 0.f : expf(lse - tot);
-                lse = tot;
-            }
+            const float hi  = fmaxf(lse, sink);
+            const float tot = hi + logf((lse == -INFINITY ? 0.f : expf(lse - hi)) + expf(sink - hi));
+            out_scale = lse == -INFINITY ? 0.f : expf(lse - tot);
+            lse = tot;
         }
         const float lse_keys = out_scale > 0.f ? lse + logf(out_scale) : -INFINITY; // normaliser of the partials
         CUTE_UNROLL
@@ -91,29 +141,27 @@ __global__ void __launch_bounds__(kCombineMaxThreads) splitkv_combine_kernel(con
         if (lane == 0)
         {
             s_out_scale = out_scale;
-            if (p.lse != nullptr)
-                p.lse[h * p.lse_head_stride + (sq.is_group ? row0 : b * p.lse_batch_stride) + q] = lse;
+            if (lse_out != nullptr)
+                *lse_out = lse;
         }
     }
     __syncthreads();
 
-    const float* o_acc = sp.o_acc + (sq.is_group ? 0 : b * sp.o_acc_batch_stride) + h * sp.o_acc_head_stride +
-                         (row0 + q) * sp.o_acc_row_stride;
-    const bool vec4 = (reinterpret_cast<uintptr_t>(sp.o_acc) % 16 == 0) && sp.o_acc_split_stride % 4 == 0 &&
-                      sp.o_acc_head_stride % 4 == 0 && sp.o_acc_row_stride % 4 == 0 &&
-                      (sq.is_group || sp.o_acc_batch_stride % 4 == 0) && p.hdim_v % 4 == 0;
-    const int width  = vec4 ? 4 : 1;
-    const int nvec   = p.hdim_v / width;
-    const int groups = blockDim.x / nvec;
-    const int g = tid / nvec, v = tid % nvec;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (g < groups)
     {
-        auto load = [&](int s) {
-            const float* src = o_acc + int64_t(s) * sp.o_acc_split_stride + v * width;
-            return vec4 ? *reinterpret_cast<const float4*>(src) : make_float4(*src, 0.f, 0.f, 0.f);
-        };
-        for (int s0 = g; s0 < n; s0 += 4 * groups)
+        CUTE_UNROLL
+        for (int u = 0; u < kCombinePrefetch; ++u)
+        {
+            const int s   = g + u * groups;
+            const float w = s < n ? s_w[s] : 0.f;
+            if (w != 0.f)
+            {
+                acc.x += w * x0[u].x, acc.y += w * x0[u].y;
+                acc.z += w * x0[u].z, acc.w += w * x0[u].w;
+            }
+        }
+        for (int s0 = g + kCombinePrefetch * groups; s0 < n; s0 += 4 * groups)
         {
             float w[4];
             float4 x[4];
@@ -141,8 +189,6 @@ __global__ void __launch_bounds__(kCombineMaxThreads) splitkv_combine_kernel(con
             const float4 o = s_acc[k * nvec + tid];
             acc.x += o.x, acc.y += o.y, acc.z += o.z, acc.w += o.w;
         }
-        Element* out = static_cast<Element*>(p.o) + (sq.is_group ? row0 * p.o_row_stride : b * p.o_batch_stride) +
-                       h * p.o_head_stride + int64_t(q) * p.o_row_stride + tid * width;
         const float scale = s_out_scale;
         out[0] = static_cast<Element>(acc.x * scale);
         if (vec4)
