@@ -2,6 +2,7 @@
 //   prefill  mha_batch_prefill (SGLang page table) vs mha_fwd in group mode, with GQA, masks, soft-cap and dropout
 //   bigpool  mha_fwd_splitkv over a pool of 140,000 pages (block ids > 65,535, > 2^31 elements per cache) vs mha_fwd
 //            on the same keys gathered densely
+//   graph    a split-KV decode step captured into a CUDA graph replays bit for bit what the eager call wrote
 // Prints "<case> max_err=<e> lse_err=<e> ok|FAIL" per case and exits non-zero on any failure.
 #include "mha_fwd.h"
 
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -257,6 +259,86 @@ bool bigpool_case()
     return ok;
 }
 
+// A decode step captured into a CUDA graph (as serving engines run it) on a stream of its own: the split kernel and the
+// combine kernel it launches as a programmatic dependent (sm_90) must replay bit for bit what the eager call computed.
+bool graph_case()
+{
+    const int b = 3, h = 32, hk = 8, d = 128, sk = 5000, splits = 8;
+    std::mt19937 g(11);
+    auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
+         v = random_bf16(size_t(b) * sk * hk * d, g);
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *o1 = nullptr, *o2 = nullptr;
+    float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
+    CHECK(cudaMalloc(&o1, size_t(b) * h * d * 2));
+    CHECK(cudaMalloc(&o2, size_t(b) * h * d * 2));
+    CHECK(cudaMalloc(&l1, b * h * 4));
+    CHECK(cudaMalloc(&l2, b * h * 4));
+    CHECK(cudaMalloc(&lacc, size_t(splits) * b * h * 4));
+    CHECK(cudaMalloc(&oacc, size_t(splits) * b * h * d * 4));
+    aiter::mha_fwd_splitkv_args s{};
+    s.q_ptr = dq, s.k_ptr = dk, s.v_ptr = dv, s.o_ptr = o1, s.lse_ptr = l1, s.lse_acc_ptr = lacc, s.o_acc_ptr = oacc;
+    s.seqlen_q = 1, s.seqlen_k = sk, s.batch = b, s.max_seqlen_q = 1, s.hdim_q = s.hdim_v = d;
+    s.nhead_q = h, s.nhead_k = hk, s.num_splits = splits, s.scale_s = 1.f / std::sqrt(float(d));
+    s.stride_q = s.stride_o = h * d, s.stride_k = s.stride_v = hk * d;
+    s.nhead_stride_q = s.nhead_stride_o = s.nhead_stride_k = s.nhead_stride_v = d;
+    s.batch_stride_q = s.batch_stride_o = h * d, s.batch_stride_k = s.batch_stride_v = sk * hk * d;
+    s.nhead_stride_lse = 1, s.batch_stride_lse = h;
+    s.stride_o_acc = d, s.split_stride_o_acc = b * h * d, s.batch_stride_o_acc = h * d, s.nhead_stride_o_acc = d;
+    s.split_stride_lse_acc = b * h, s.batch_stride_lse_acc = h, s.nhead_stride_lse_acc = 1;
+    s.window_size_left = s.window_size_right = -1;
+    auto call = [&](cudaStream_t st) {
+        ck_tile::stream_config sc{};
+        sc.stream_id_ = st;
+        return aiter::mha_fwd_splitkv(s, sc, "bf16", false, mask_enum::no_mask, bias_enum::no_bias, true);
+    };
+    if (call(nullptr) < 0)
+    {
+        std::printf("graph FAIL (eager): %s\n", aiter::mha_get_last_error());
+        return false;
+    }
+    CHECK(cudaDeviceSynchronize());
+    const auto o_eager = download(o1, size_t(b) * h * d);
+    const auto l_eager = download(l1, b * h);
+
+    cudaStream_t st;
+    CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    s.o_ptr = o2, s.lse_ptr = l2;
+    cudaGraph_t graph;
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    const float t = call(st);
+    CHECK(cudaStreamEndCapture(st, &graph));
+    if (t < 0)
+    {
+        std::printf("graph FAIL (capture): %s\n", aiter::mha_get_last_error());
+        return false;
+    }
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    bool ok = true;
+    for (int rep = 0; rep < 3 && ok; ++rep)
+    {
+        CHECK(cudaMemsetAsync(o2, 0xff, size_t(b) * h * d * 2, st)); // NaN: every replay must write all of O
+        CHECK(cudaMemsetAsync(l2, 0xff, b * h * 4, st));
+        CHECK(cudaGraphLaunch(exec, st));
+        CHECK(cudaStreamSynchronize(st));
+        const auto o = download(o2, size_t(b) * h * d);
+        const auto l = download(l2, b * h);
+        ok = std::equal(o.begin(), o.end(), o_eager.begin(), [](bf16 x, bf16 y) {
+                 return __bfloat16_as_ushort(x) == __bfloat16_as_ushort(y);
+             }) && std::equal(l.begin(), l.end(), l_eager.begin(), [](float x, float y) {
+                 return std::memcmp(&x, &y, 4) == 0;
+             });
+    }
+    std::printf("graph (split-KV decode, %d splits, 3 replays) bitwise %s\n", splits, ok ? "ok" : "FAIL");
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    CHECK(cudaStreamDestroy(st));
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc,
+                    (void*)oacc})
+        cudaFree(x);
+    return ok;
+}
+
 int main()
 {
     bool ok = true;
@@ -266,6 +348,7 @@ int main()
     ok &= prefill_case("prefill page32 dropout", {100, 64}, {120, 90}, 4, 2, 128, 32, 2, -1, 0, 0.f, 0.3f, 4);
     ok &= prefill_case("prefill page64 d256 empty seq", {0, 50, 9}, {10, 0, 77}, 2, 1, 256, 64, 1, -1, 0, 0.f, 0.f, 5);
     ok &= bigpool_case();
+    ok &= graph_case();
     std::printf("kvcache_check: %s\n", ok ? "all ok" : "FAILED");
     return ok ? 0 : 1;
 }
