@@ -29,7 +29,6 @@ constexpr int kDecodeCtasPerSm = 6, kPrefillCtasPerSm = 2;
 // bandwidth (H200, d128, 128k keys, b=16: 4 splits = 512 CTAs 4.65 TB/s, 6 splits = 768 CTAs 4.50), and fewer
 // splits mean less partial traffic for the combine pass.
 constexpr int kDecodeFillPerSm = 4;
-constexpr int kMaxSplits    = 128;
 
 int split_block_m(int64_t rows) { return rows <= kDecodeBlockM ? kDecodeBlockM : kPrefillBlockM; }
 

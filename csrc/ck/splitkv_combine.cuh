@@ -19,7 +19,6 @@ namespace mha::ck {
 
 constexpr int kCombineMaxThreads = 512;
 constexpr int kCombinePrefetch   = 8; // partials per thread in flight with the weights
-constexpr int kMaxSplits         = 128;
 
 // Threads per combine CTA: enough for every column (scalar path) and for 4-column chunks of every split, <= 512.
 inline int combine_threads(int hdim_v, int num_splits)

@@ -102,6 +102,9 @@ struct KvCacheParams
     TmaDesc tma_k, tma_v, tma_k1, tma_v1;
 };
 
+// The most splits of one call: the API's bound on num_splits and the combine kernel's weight table.
+constexpr int kMaxSplits = 128;
+
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
 // and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them. pack_ratio > 1 puts
 // the nhead_q / nhead_k query heads that share a KV head into the rows of one tile (row r: query r / pack_ratio of
