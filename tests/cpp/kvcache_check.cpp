@@ -178,6 +178,28 @@ bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, in
 
 // Decode over a 140,000-page pool (16 tokens x 8 KV heads x 128 = 16,384 elements per page: 2.29e9 elements per
 // cache) whose block tables point past page 65,535 and past element 2^31; compared with mha_fwd on the same keys.
+// The outputs of one decode comparison: O / LSE of the reference call (1) and of the call under test (2), and the
+// split-KV partials.
+struct DecodeOut
+{
+    bf16 *o1 = nullptr, *o2 = nullptr;
+    float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
+    DecodeOut(int b, int h, int d, int splits)
+    {
+        CHECK(cudaMalloc(&o1, size_t(b) * h * d * 2));
+        CHECK(cudaMalloc(&o2, size_t(b) * h * d * 2));
+        CHECK(cudaMalloc(&l1, size_t(b) * h * 4));
+        CHECK(cudaMalloc(&l2, size_t(b) * h * 4));
+        CHECK(cudaMalloc(&lacc, size_t(splits) * b * h * 4));
+        CHECK(cudaMalloc(&oacc, size_t(splits) * b * h * d * 4));
+    }
+    ~DecodeOut()
+    {
+        for (void* x : {(void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
+            cudaFree(x);
+    }
+};
+
 bool bigpool_case()
 {
     const int b = 2, h = 32, hk = 8, d = 128, page = 16, pool = 140000, sk = 1000;
@@ -208,15 +230,10 @@ bool bigpool_case()
     int* dt = upload(table);
     std::vector<int> lens(b, sk);
     int* dl = upload(lens);
-    bf16 *o1 = nullptr, *o2 = nullptr;
-    float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
     const int splits = 4;
-    CHECK(cudaMalloc(&o1, size_t(b) * h * d * 2));
-    CHECK(cudaMalloc(&o2, size_t(b) * h * d * 2));
-    CHECK(cudaMalloc(&l1, b * h * 4));
-    CHECK(cudaMalloc(&l2, b * h * 4));
-    CHECK(cudaMalloc(&lacc, size_t(splits) * b * h * 4));
-    CHECK(cudaMalloc(&oacc, size_t(splits) * b * h * d * 4));
+    DecodeOut out(b, h, d, splits);
+    bf16 *o1 = out.o1, *o2 = out.o2;
+    float *l1 = out.l1, *l2 = out.l2, *lacc = out.lacc, *oacc = out.oacc;
 
     aiter::mha_fwd_args a{};
     a.data_type = "bf16", a.has_lse = true;
@@ -253,8 +270,7 @@ bool bigpool_case()
     }
     const bool ok = compare("bigpool (140000 pages, ids > 65535, offsets > 2^31)", download(o1, size_t(b) * h * d),
                             download(o2, size_t(b) * h * d), download(l1, b * h), download(l2, b * h));
-    for (void* x : {(void*)kc, (void*)vc, (void*)dq, (void*)dk, (void*)dv, (void*)dt, (void*)dl, (void*)o1, (void*)o2,
-                    (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
+    for (void* x : {(void*)kc, (void*)vc, (void*)dq, (void*)dk, (void*)dv, (void*)dt, (void*)dl})
         cudaFree(x);
     return ok;
 }
@@ -267,14 +283,10 @@ bool graph_case()
     std::mt19937 g(11);
     auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
          v = random_bf16(size_t(b) * sk * hk * d, g);
-    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *o1 = nullptr, *o2 = nullptr;
-    float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
-    CHECK(cudaMalloc(&o1, size_t(b) * h * d * 2));
-    CHECK(cudaMalloc(&o2, size_t(b) * h * d * 2));
-    CHECK(cudaMalloc(&l1, b * h * 4));
-    CHECK(cudaMalloc(&l2, b * h * 4));
-    CHECK(cudaMalloc(&lacc, size_t(splits) * b * h * 4));
-    CHECK(cudaMalloc(&oacc, size_t(splits) * b * h * d * 4));
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v);
+    DecodeOut out(b, h, d, splits);
+    bf16 *o1 = out.o1, *o2 = out.o2;
+    float *l1 = out.l1, *l2 = out.l2, *lacc = out.lacc, *oacc = out.oacc;
     aiter::mha_fwd_splitkv_args s{};
     s.q_ptr = dq, s.k_ptr = dk, s.v_ptr = dv, s.o_ptr = o1, s.lse_ptr = l1, s.lse_acc_ptr = lacc, s.o_acc_ptr = oacc;
     s.seqlen_q = 1, s.seqlen_k = sk, s.batch = b, s.max_seqlen_q = 1, s.hdim_q = s.hdim_v = d;
@@ -333,8 +345,7 @@ bool graph_case()
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));
     CHECK(cudaStreamDestroy(st));
-    for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc,
-                    (void*)oacc})
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv})
         cudaFree(x);
     return ok;
 }
