@@ -295,6 +295,7 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
                 FwdParams p = make_params(args);
                 p.split.num_splits = 1;
                 p.split.pack_ratio = pack;
+                p.split.cc = cc;
                 return launch_and_time(s, dec->name, [&] { return dec->launch(p, s.stream_id_); });
             }
         }
@@ -485,6 +486,7 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
         return 0.f;
     if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
         return fail(who + ": " + why);
+    p.split.cc = cc; // the launcher picks the decode ring and programmatic launches without asking again
     return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
 }
 

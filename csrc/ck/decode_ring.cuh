@@ -40,6 +40,45 @@ __device__ __forceinline__ void prefetch_tensormap(const TmaDesc& map)
 }
 #endif
 
+// Thread-block clusters (the in-cluster split merge of fwd_kernel.cuh): this CTA's rank, a barrier over every
+// thread of the cluster (release / acquire: shared-memory writes before it are visible to the other CTAs' reads
+// after it), and loads from another CTA's shared memory at the address `p` has in this one.
+__device__ __forceinline__ int cluster_cta_rank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return int(r);
+}
+
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_smem_addr(const void* p, int rank)
+{
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_addr(p)), "r"(rank));
+    return a;
+}
+
+__device__ __forceinline__ float cluster_load(uint32_t a)
+{
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ float4 cluster_load4(uint32_t a)
+{
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(a)
+                 : "memory");
+    return v;
+}
+
 template <int kStages>
 struct DecodeRing
 {

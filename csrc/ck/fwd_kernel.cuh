@@ -586,6 +586,78 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         }
     }
 
+#if MHA_DECODE_TMA
+    if constexpr (Kt::kRing)
+    {
+        if (partial && p.split.cluster_merge)
+        {
+            // The num_splits CTAs of this tile form one cluster (fwd_launch.cuh). Each leaves its fp32 partial O
+            // (normalised by its own sum) and LSE in its own shared memory, then every CTA merges its share of the
+            // tile's (row, 4-column) chunks from all of them through distributed shared memory, with the combine
+            // kernel's arithmetic. No partials in global memory, no second kernel. The second barrier keeps each
+            // CTA's shared memory alive until the others have read it. The ring is drained: every issued stage was
+            // waited for, so the stages are free.
+            constexpr int kLd = kHeadDimV + 8; // fp32 row stride: the 8 rows of a fragment fall in different banks
+            float* const s_part = reinterpret_cast<float*>(smem_raw + Kt::kSmemQBytes);
+            float* const s_lse  = s_part + kBlockM * kLd;
+            static_assert(kBlockM * (kLd + 1) * 4 <= Kt::kKvStages * Kt::kStageBytes, "partial fits the ring");
+            Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
+            Tensor c_rc = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
+            CUTE_UNROLL
+            for (int r = 0; r < kRows; ++r)
+            {
+                const int tr = get<0>(c_rc(r, 0));
+                CUTE_UNROLL
+                for (int c = 0; c < size<1>(o_rc); ++c)
+                    s_part[tr * kLd + get<1>(c_rc(r, c))] = o_rc(r, c);
+                if (get<1>(c_rc(0, 0)) == 0)
+                    s_lse[tr] = lse[r];
+            }
+            cluster_sync();
+            const int n_splits = p.split.num_splits, chunks_per_row = p.hdim_v / 4;
+            for (int i = cluster_cta_rank() * 32 + tidx; i < (m_end - m_begin) * chunks_per_row; i += n_splits * 32)
+            {
+                const int tr = i / chunks_per_row, col = (i % chunks_per_row) * 4;
+                float l[kClusterMergeMaxSplits];
+                float m = -INFINITY;
+                CUTE_UNROLL
+                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+                {
+                    l[s] = s < n_splits ? cluster_load(cluster_smem_addr(s_lse + tr, s)) : -INFINITY;
+                    m    = fmaxf(m, l[s]);
+                }
+                float sum = 0.f;
+                CUTE_UNROLL
+                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+                    sum += l[s] == -INFINITY ? 0.f : expf(l[s] - m);
+                const int h = q_head(tr), q = q_pos(tr);
+                const MergedLse mg = merge_lse(m, sum, Kt::kFull && p.mod.sink != nullptr ? p.mod.sink[h] : -INFINITY);
+                float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+                CUTE_UNROLL
+                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+                {
+                    const float w = s < n_splits ? merge_weight(l[s], mg.lse_keys) : 0.f;
+                    if (w != 0.f)
+                    {
+                        const float4 x = cluster_load4(cluster_smem_addr(s_part + tr * kLd + col, s));
+                        acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+                    }
+                }
+                alignas(8) Element out[4] = {static_cast<Element>(acc.x * mg.out_scale),
+                                             static_cast<Element>(acc.y * mg.out_scale),
+                                             static_cast<Element>(acc.z * mg.out_scale),
+                                             static_cast<Element>(acc.w * mg.out_scale)};
+                *reinterpret_cast<uint2*>(o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride + col) =
+                    *reinterpret_cast<const uint2*>(out);
+                if (p.lse != nullptr && col == 0)
+                    p.lse[h * p.lse_head_stride + (p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride) + q] =
+                        mg.lse;
+            }
+            cluster_sync();
+            return;
+        }
+    }
+#endif
     if constexpr (Kt::kSplit)
     {
         if (partial)

@@ -1,6 +1,7 @@
 #pragma once
 // Host-side launcher of one ck forward instance: grid = (row blocks, heads, batch [x splits]), one CTA per tile of O.
-// Split-KV instances with num_splits > 1 follow with the combine kernel on the same stream.
+// Split-KV instances with num_splits > 1 follow with the combine kernel on the same stream, except short decode
+// splits on sm_90, which merge inside a thread-block cluster.
 // Generated instance files (build/gen/fwd_ck_*.cu) call run_fwd<Traits>; csrc/api never sees CuTe.
 
 #include "decode_ring.cuh"
@@ -11,25 +12,47 @@
 
 namespace mha::ck {
 
-// After a split-KV launch: the combine kernel when there are partials to merge. On sm_90 it is a programmatic
-// dependent of the split kernel (splitkv_combine.cuh): its launch and its CTAs' setup overlap the split grid's tail.
+// Launches `kernel` on `stream` with optional attributes: `dependent`, a programmatic dependent of the stream's
+// previous kernel (sm_90); `cluster_z` > 1, thread-block clusters of that many consecutive CTAs along z, placed
+// with the load-balancing policy (fwd_params.h: kClusterMergeMaxSplits has the measurements).
+template <typename Kernel>
+cudaError_t launch_grid(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t stream, const FwdParams& p,
+                        bool dependent, int cluster_z = 1)
+{
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim          = grid;
+    cfg.blockDim         = dim3(threads);
+    cfg.dynamicSmemBytes = size_t(smem);
+    cfg.stream           = stream;
+    cudaLaunchAttribute attrs[3]{};
+    if (dependent)
+    {
+        attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster_z > 1)
+    {
+        attrs[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+        attrs[cfg.numAttrs].val.clusterDim.x = 1;
+        attrs[cfg.numAttrs].val.clusterDim.y = 1;
+        attrs[cfg.numAttrs++].val.clusterDim.z = unsigned(cluster_z);
+        attrs[cfg.numAttrs].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+        attrs[cfg.numAttrs++].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicyLoadBalancing;
+    }
+    cfg.attrs = attrs;
+    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p);
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+// After a split-KV launch whose partials went to global memory: the combine kernel, a programmatic dependent of the
+// split kernel on sm_90 (splitkv_combine.cuh): its launch and its CTAs' setup overlap the split grid's tail.
 template <typename Kt>
 cudaError_t finish_split(const FwdParams& p, cudaStream_t stream, bool dependent)
 {
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess || p.split.num_splits <= 1)
-        return err;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim  = dim3(p.max_seqlen_q, p.nhead_q, p.batch);
-    cfg.blockDim = dim3(combine_threads(p.hdim_v, p.split.num_splits));
-    cfg.stream   = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs    = &attr;
-    cfg.numAttrs = dependent ? 1 : 0;
-    err = cudaLaunchKernelEx(&cfg, splitkv_combine_kernel<typename Kt::Element>, p);
-    return err != cudaSuccess ? err : cudaGetLastError();
+    if (p.split.num_splits <= 1)
+        return cudaSuccess;
+    return launch_grid(splitkv_combine_kernel<typename Kt::Element>, dim3(p.max_seqlen_q, p.nhead_q, p.batch),
+                       combine_threads(p.hdim_v, p.split.num_splits), 0, stream, p, dependent);
 }
 
 template <typename Kt>
@@ -46,14 +69,19 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
         const int pack = p.split.pack_ratio;
         const dim3 grid((p.max_seqlen_q * pack + Kt::kBlockM - 1) / Kt::kBlockM, pack > 1 ? p.nhead_k : p.nhead_q,
                         p.batch * p.split.num_splits);
-        int dev = 0, major = 0;
-        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
-            (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
-            return err;
+        int cc = p.split.cc;
+        if (cc == 0)
+        {
+            int dev = 0, major = 0;
+            if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+                (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
+                return err;
+            cc = major * 10;
+        }
         if constexpr (Kt::kRing)
         {
             // sm_90: the tensor-copy ring (decode_ring.cuh), when the driver builds the tensor maps
-            if (major >= 9)
+            if (cc >= 90)
             {
                 FwdParams q = p;
                 int box_rows = Kt::kBlockN; // a paged box stays inside one page
@@ -61,13 +89,36 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                     box_rows /= 2;
                 if (encode_decode_maps(q, box_rows, Kt::kAtomQ, Kt::kAtomV))
                 {
-                    kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(q);
+                    // Up to 8 splits: the splits of a tile form one cluster and merge through distributed shared
+                    // memory (fwd_kernel.cuh), no combine kernel. One split over long caches: clusters of 4 tiles,
+                    // only for their placement. Bounds and measurements in fwd_params.h.
+                    const int n = p.split.num_splits;
+                    const int blocks = (p.seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN; // of the longest cache
+                    q.split.cluster_merge = n > 1 && n <= kClusterMergeMaxSplits;
+                    const int cluster = q.split.cluster_merge ? n
+                                        : n == 1 && blocks >= kPlacementClusterMinBlocks &&
+                                                  grid.z % kPlacementCluster == 0
+                                            ? kPlacementCluster
+                                            : 1;
+                    if (cluster > 1)
+                    {
+                        err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false, cluster);
+                        if (err != cudaErrorInvalidClusterSize)
+                            return err;
+                        (void)cudaGetLastError(); // a GPU (partition) without room for the cluster: no cluster
+                        q.split.cluster_merge = 0;
+                    }
+                    if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false)) !=
+                        cudaSuccess)
+                        return err;
                     return finish_split<Kt>(p, stream, true);
                 }
             }
         }
-        kernel<<<grid, Kt::kNThreads, Kt::kSmemLoopBytes, stream>>>(p); // the cp.async loop's two stages
-        return finish_split<Kt>(p, stream, major >= 9);
+        // the cp.async loop's two stages
+        if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemLoopBytes, stream, p, false)) != cudaSuccess)
+            return err;
+        return finish_split<Kt>(p, stream, cc >= 90);
     }
     const dim3 grid((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
     kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);

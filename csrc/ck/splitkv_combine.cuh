@@ -44,6 +44,35 @@ __device__ __forceinline__ void grid_dependency_wait()
 #endif
 }
 
+// The merged LSE of the splits from their largest LSE m and sum_s exp(LSE_s - m), with the sink logit when it is
+// finite. Split s weighs exp(LSE_s - lse_keys) (0 when either is -inf), and the weighted sum is scaled by out_scale
+// (the keys' share of the denominator, 1 without a sink). Shared by the combine kernel and the in-cluster merge.
+struct MergedLse
+{
+    float lse, lse_keys, out_scale;
+};
+
+__device__ __forceinline__ MergedLse merge_lse(float m, float sum, float sink)
+{
+    MergedLse r;
+    r.lse       = m == -INFINITY ? -INFINITY : m + logf(sum);
+    r.out_scale = 1.f; // exp(lse_of_keys - lse_with_sink)
+    if (sink != -INFINITY)
+    {
+        const float hi  = fmaxf(r.lse, sink);
+        const float tot = hi + logf((r.lse == -INFINITY ? 0.f : expf(r.lse - hi)) + expf(sink - hi));
+        r.out_scale = r.lse == -INFINITY ? 0.f : expf(r.lse - tot);
+        r.lse       = tot;
+    }
+    r.lse_keys = r.out_scale > 0.f ? r.lse + logf(r.out_scale) : -INFINITY; // normaliser of the partials
+    return r;
+}
+
+__device__ __forceinline__ float merge_weight(float lse_s, float lse_keys)
+{
+    return lse_keys == -INFINITY || lse_s == -INFINITY ? 0.f : expf(lse_s - lse_keys);
+}
+
 template <typename Element>
 __global__ void __launch_bounds__(kCombineMaxThreads) splitkv_combine_kernel(const __grid_constant__ FwdParams p)
 {
@@ -124,19 +153,11 @@ __global__ void __launch_bounds__(kCombineMaxThreads) splitkv_combine_kernel(con
             sum += l[i] == -INFINITY ? 0.f : expf(l[i] - m);
         for (int o = 16; o > 0; o /= 2)
             sum += __shfl_xor_sync(0xffffffff, sum, o);
-        float lse = m == -INFINITY ? -INFINITY : m + logf(sum);
-        float out_scale = 1.f; // exp(lse_of_keys - lse_with_sink)
-        if (sink != -INFINITY)
-        {
-            const float hi  = fmaxf(lse, sink);
-            const float tot = hi + logf((lse == -INFINITY ? 0.f : expf(lse - hi)) + expf(sink - hi));
-            out_scale = lse == -INFINITY ? 0.f : expf(lse - tot);
-            lse = tot;
-        }
-        const float lse_keys = out_scale > 0.f ? lse + logf(out_scale) : -INFINITY; // normaliser of the partials
+        const MergedLse merged = merge_lse(m, sum, sink);
+        const float lse = merged.lse, out_scale = merged.out_scale, lse_keys = merged.lse_keys;
         CUTE_UNROLL
         for (int i = 0; i < kMaxSplits / 32; ++i)
-            s_w[lane + 32 * i] = lse_keys == -INFINITY || l[i] == -INFINITY ? 0.f : expf(l[i] - lse_keys);
+            s_w[lane + 32 * i] = merge_weight(l[i], lse_keys);
         if (lane == 0)
         {
             s_out_scale = out_scale;

@@ -104,15 +104,34 @@ struct KvCacheParams
 
 // The most splits of one call: the API's bound on num_splits and the combine kernel's weight table.
 constexpr int kMaxSplits = 128;
+// Split-KV decode on sm_90 (the tensor-copy ring) launches thread-block clusters with the load-balancing placement
+// policy (fwd_launch.cuh):
+// - 2 to kClusterMergeMaxSplits splits (the portable cluster size): the splits of a tile form one cluster and merge
+//   their partials through distributed shared memory, without the global partials and the combine kernel.
+// - One split and at least kPlacementClusterMinBlocks key blocks: clusters of kPlacementCluster tiles, for their
+//   placement alone.
+// Same-call A/B on H200 (bf16, 32 q / 8 KV heads, d128, bhsd, us per call, before -> after):
+// - merge, b=16 (4 splits): 1k 27.4 -> 23.9, 2k 43.8 -> 40.0, 8k 134.1 -> 129.3, 32k 492.3 -> 482.1,
+//   128k 1869 -> 1859; b=8 8k (8 splits) 73.7 -> 70.0; b=32 4k 135.1 -> 130.0.
+// - The same clusters with the default placement lost at length (b=16: 8k 138.2, 32k 517.0, 128k 2025): that
+//   policy loads the SMs unevenly, and this kernel's bandwidth is shared per SM.
+// - placement, b=64 (one split): 4k 243.4 -> 241.8, 8k 482.5 -> 470.0, 32k 1871 -> 1858, 128k 7403 -> 7385;
+//   2k even (125.9), 1k 67.4 -> 68.1, hence the bound.
+constexpr int kClusterMergeMaxSplits     = 8;
+constexpr int kPlacementCluster          = 4;
+constexpr int kPlacementClusterMinBlocks = 128;
 
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
-// and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them. pack_ratio > 1 puts
-// the nhead_q / nhead_k query heads that share a KV head into the rows of one tile (row r: query r / pack_ratio of
-// head kv_head * pack_ratio + r % pack_ratio), so each CTA reads K/V once for the whole group.
+// and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them (with cluster_merge,
+// the CTAs of one cluster merge them in distributed shared memory instead). pack_ratio > 1 puts the nhead_q / nhead_k
+// query heads that share a KV head into the rows of one tile (row r: query r / pack_ratio of head
+// kv_head * pack_ratio + r % pack_ratio), so each CTA reads K/V once for the whole group.
 struct SplitParams
 {
     int32_t num_splits = 1;
     int32_t pack_ratio = 1;
+    int32_t cc = 0;           // compute capability of the launching device (90 = sm_90); 0: the launcher asks
+    int32_t cluster_merge = 0; // set by the launcher: the num_splits CTAs of a tile form a cluster and merge in it
     float* lse_acc = nullptr; // [splits, batch, nhead_q, max_seqlen_q] via strides; group mode: rows from seqstart_q
     float* o_acc   = nullptr; // [splits, batch, nhead_q, max_seqlen_q, hdim_v] via strides
     int64_t lse_acc_split_stride = 0, lse_acc_batch_stride = 0, lse_acc_head_stride = 0;
