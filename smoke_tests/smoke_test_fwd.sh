@@ -179,6 +179,10 @@ gen_splitkv() {
       echo "-prec=$prec -b=2 -h=8 -h_k=8 -s=3 -s_k=1800 $kv -mask=b:100,0 -bias=a -lse=1 $t"
     done
     echo "-prec=$prec -mode=1 -b=3 -h=32 -h_k=8 -s=1,2,3 -s_k=900,17,2000 -num_splits=4 -page_block_size=16 -mask=2 -lse=1 $t"
+    # one split over >= 128 key blocks with batch % 4 == 0: clusters of 4 tiles for placement on sm_90; 8 splits:
+    # the largest in-cluster merge
+    echo "-prec=$prec -b=4 -h=32 -h_k=8 -s=1 -s_k=4500 -num_splits=1 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=16 -h_k=4 -s=2 -s_k=1999 -num_splits=8 -mask=2 -lse=1 $t"
     # pages that are not a multiple of the decode tile's 32-key blocks: 8-row and one-row tensor-copy boxes on sm_90
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=1000 -num_splits=3 -page_block_size=24 -lse=1 $t"
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=333 -num_splits=2 -page_block_size=7 -lse=1 $t"
