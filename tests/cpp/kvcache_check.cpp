@@ -2,7 +2,8 @@
 //   prefill  mha_batch_prefill (SGLang page table) vs mha_fwd in group mode, with GQA, masks, soft-cap and dropout
 //   bigpool  mha_fwd_splitkv over a pool of 140,000 pages (block ids > 65,535, > 2^31 elements per cache) vs mha_fwd
 //            on the same keys gathered densely
-//   graph    a split-KV decode step captured into a CUDA graph replays bit for bit what the eager call wrote
+//   graph    a split-KV decode step captured into a CUDA graph replays bit for bit what the eager call wrote (cluster
+//            merge, combine kernel, placement clusters)
 // Prints "<case> max_err=<e> lse_err=<e> ok|FAIL" per case and exits non-zero on any failure.
 #include "mha_fwd.h"
 
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #define CHECK(x)                                                                                                     \
@@ -275,11 +277,12 @@ bool bigpool_case()
     return ok;
 }
 
-// A decode step captured into a CUDA graph (as serving engines run it) on a stream of its own: the split kernel and the
-// combine kernel it launches as a programmatic dependent (sm_90) must replay bit for bit what the eager call computed.
-bool graph_case()
+// A decode step captured into a CUDA graph (as serving engines run it) on a stream of its own must replay bit for bit
+// what the eager call computed. On sm_90, 8 splits merge inside thread-block clusters, 16 go through the combine
+// kernel launched as a programmatic dependent, and one split over 157 key blocks at b=4 launches placement clusters.
+bool graph_case(int b, int splits)
 {
-    const int b = 3, h = 32, hk = 8, d = 128, sk = 5000, splits = 8;
+    const int h = 32, hk = 8, d = 128, sk = 5000;
     std::mt19937 g(11);
     auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
          v = random_bf16(size_t(b) * sk * hk * d, g);
@@ -341,7 +344,7 @@ bool graph_case()
                  return std::memcmp(&x, &y, 4) == 0;
              });
     }
-    std::printf("graph (split-KV decode, %d splits, 3 replays) bitwise %s\n", splits, ok ? "ok" : "FAIL");
+    std::printf("graph (split-KV decode, b=%d, %d splits, 3 replays) bitwise %s\n", b, splits, ok ? "ok" : "FAIL");
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));
     CHECK(cudaStreamDestroy(st));
@@ -359,7 +362,8 @@ int main()
     ok &= prefill_case("prefill page32 dropout", {100, 64}, {120, 90}, 4, 2, 128, 32, 2, -1, 0, 0.f, 0.3f, 4);
     ok &= prefill_case("prefill page64 d256 empty seq", {0, 50, 9}, {10, 0, 77}, 2, 1, 256, 64, 1, -1, 0, 0.f, 0.f, 5);
     ok &= bigpool_case();
-    ok &= graph_case();
+    for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{4, 1}})
+        ok &= graph_case(b, splits);
     std::printf("kvcache_check: %s\n", ok ? "all ok" : "FAILED");
     return ok ? 0 : 1;
 }
