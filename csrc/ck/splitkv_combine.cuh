@@ -8,6 +8,8 @@
 //
 // The split kernel launches this one as a programmatic dependent (sm_90): the launch and the CTAs' start overlap
 // the split kernel's last blocks, and griddepcontrol.wait holds every read until the split grid has finished.
+// On sm_90 the decode tile with up to 8 splits does not need it: its splits merge inside a thread-block cluster with
+// the same arithmetic (merge_lse / merge_weight below; fwd_kernel.cuh).
 
 #include "../common/fwd_params.h"
 
