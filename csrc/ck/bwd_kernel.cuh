@@ -585,11 +585,21 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         cute::copy(store_pds, thr_store.retile_S(tdSrdS), tdSsdS);
         __syncthreads(); // P and dS visible to every warp
 
-        // dV += P^T dO, dK += dS^T Q
-        gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, stage(tdVsdOt, st), mma_dkv, copy_a_dkv, copy_b_dkv,
-                       thr_a_dkv, thr_b_dkv);
-        gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, stage(tdKsQt, st), mma_dkv, copy_a_dkv, copy_b_dkv,
-                       thr_a_dkv, thr_b_dkv);
+        // dV += P^T dO, dK += dS^T Q. The plain instances interleave the two (gemm_smem_smem_x2). H200, plain d256:
+        // +3% (s=16k non-causal 245 -> 253 TFLOP/s) and no spill (8 B before); d64 / d128 unchanged. The full
+        // instances were not timed with it and keep them one after the other. Tried and dropped: the same interleave
+        // of S and dP (-0.5% on d64 / d128, nothing on d256), and dQ with its reductions before these GEMMs (-2 to
+        // -7%). The d256 gain is sensitive to code layout: the same order with dQ in a lambda lost it.
+        if constexpr (Kt::kFull)
+        {
+            gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, stage(tdVsdOt, st), mma_dkv, copy_a_dkv, copy_b_dkv,
+                           thr_a_dkv, thr_b_dkv);
+            gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, stage(tdKsQt, st), mma_dkv, copy_a_dkv, copy_b_dkv,
+                           thr_a_dkv, thr_b_dkv);
+        }
+        else
+            gemm_smem_smem_x2(acc_dv, tdVrPt, tdVrdOt, tdVsPt, stage(tdVsdOt, st), acc_dk, tdKrdSt, tdKrQt, tdKsdSt,
+                              stage(tdKsQt, st), mma_dkv, copy_a_dkv, copy_b_dkv, thr_a_dkv, thr_b_dkv);
 
         // dQ (this key block's part) = dS K, added to the fp32 accumulator, in Kt::kDqSplit column parts
         CUTE_UNROLL

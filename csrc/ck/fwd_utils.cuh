@@ -129,6 +129,49 @@ __device__ __forceinline__ void gemm_smem_smem(Acc& acc, RA& tCrA, RB& tCrB, SA 
     }
 }
 
+// Two independent GEMMs through one tiled MMA (the backward's dV += P^T dO and dK += dS^T Q), their k slices
+// interleaved. ldmatrix and mma.sync are volatile asm, which the compiler keeps in program order, so two
+// gemm_smem_smem calls run one after the other; interleaved, each k slice has twice the independent MMAs and loads
+// in flight. The k extents may differ.
+template <typename Acc0, typename RA0, typename RB0, typename SA0, typename SB0, typename Acc1, typename RA1,
+          typename RB1, typename SA1, typename SB1, typename TiledMma, typename CopyA, typename CopyB,
+          typename ThrCopyA, typename ThrCopyB>
+__device__ __forceinline__ void gemm_smem_smem_x2(Acc0& acc0, RA0& tCrA0, RB0& tCrB0, SA0 const& tCsA0,
+                                                  SB0 const& tCsB0, Acc1& acc1, RA1& tCrA1, RB1& tCrB1,
+                                                  SA1 const& tCsA1, SB1 const& tCsB1, TiledMma const& tiled_mma,
+                                                  CopyA const& copy_a, CopyB const& copy_b,
+                                                  ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b)
+{
+    Tensor tCrA0_view = thr_copy_a.retile_D(tCrA0);
+    Tensor tCrB0_view = thr_copy_b.retile_D(tCrB0);
+    Tensor tCrA1_view = thr_copy_a.retile_D(tCrA1);
+    Tensor tCrB1_view = thr_copy_b.retile_D(tCrB1);
+    constexpr int kK0 = decltype(size<2>(tCrA0))::value, kK1 = decltype(size<2>(tCrA1))::value;
+    constexpr int kK  = kK0 > kK1 ? kK0 : kK1;
+    cute::copy(copy_a, tCsA0(_, _, _0{}), tCrA0_view(_, _, _0{}));
+    cute::copy(copy_b, tCsB0(_, _, _0{}), tCrB0_view(_, _, _0{}));
+    cute::copy(copy_a, tCsA1(_, _, _0{}), tCrA1_view(_, _, _0{}));
+    cute::copy(copy_b, tCsB1(_, _, _0{}), tCrB1_view(_, _, _0{}));
+    CUTE_UNROLL
+    for (int k = 0; k < kK; ++k)
+    {
+        if (k + 1 < kK0)
+        {
+            cute::copy(copy_a, tCsA0(_, _, k + 1), tCrA0_view(_, _, k + 1));
+            cute::copy(copy_b, tCsB0(_, _, k + 1), tCrB0_view(_, _, k + 1));
+        }
+        if (k + 1 < kK1)
+        {
+            cute::copy(copy_a, tCsA1(_, _, k + 1), tCrA1_view(_, _, k + 1));
+            cute::copy(copy_b, tCsB1(_, _, k + 1), tCrB1_view(_, _, k + 1));
+        }
+        if (k < kK0)
+            cute::gemm(tiled_mma, tCrA0(_, _, k), tCrB0(_, _, k), acc0);
+        if (k < kK1)
+            cute::gemm(tiled_mma, tCrA1(_, _, k), tCrB1(_, _, k), acc1);
+    }
+}
+
 // gemm_smem_smem for a B tile (keys) of which only the first `n_valid` rows hold keys (the last, partial key block):
 // n8 MMAs wholly past n_valid are skipped, so their accumulators stay as they were (the caller masks those columns).
 // The branches are warp-uniform. The ldmatrix loads stay unconditional: a conditionally loaded fragment would keep
