@@ -100,8 +100,9 @@ def parse_args(argv):
     ap.add_argument("--dtypes", default="", help=f"comma list of {', '.join(gen.DTYPES)} (default: all)")
     ap.add_argument("--hdims", default="", help="comma list of instance head dims: hdim_q ('192') or hdim_qxhdim_v "
                                                 "('192x128') (default: all)")
-    ap.add_argument("--variants", default="", help=f"comma list of {', '.join(gen.VARIANTS)} (default: all; 'full' "
-                                                   "adds soft-cap, bias, ALiBi, sinks and dropout)")
+    ap.add_argument("--variants", default="", help=f"comma list of {', '.join(gen.ALL_VARIANTS)} (default: all; "
+                                                   "'full' adds soft-cap, bias, ALiBi, sinks and dropout; the "
+                                                   "backward's 'alibi' / 'dropout' have only that feature)")
     ap.add_argument("--arch", default="", help=f"comma list of {', '.join(gen.ARCHS)} (default: the visible GPU's, "
                                                "else sm_80,sm_90a)")
     ap.add_argument("--preset", default="all", choices=sorted(gen.PRESETS), help="base instance set (default all)")
@@ -131,8 +132,8 @@ def resolve_selection(a):
                                  "instance)")
     variants = csv(a.variants) or list(preset["variants"])
     for v in variants:
-        if v not in gen.VARIANTS:
-            raise BuildError(f"unknown variant '{v}': choose from {', '.join(gen.VARIANTS)}")
+        if v not in gen.ALL_VARIANTS:
+            raise BuildError(f"unknown variant '{v}': choose from {', '.join(gen.ALL_VARIANTS)}")
     archs = csv(a.arch) or detect_archs()
     for arch in archs:
         if arch not in gen.ARCHS:

@@ -336,8 +336,9 @@ aiter::mha_bwd_args make_bwd_args(const BwdConfig& c, const BwdLayout& l, const 
     return a;
 }
 
-// The library's dropout random values, [shape_b, h, shape_s_q, max_s_k] uint8 (ProblemLayout::randval): byte col % 16
-// of Philox(seed, offset, b * nhead_q + h, row, col / 16), rows and columns counted inside batch b (group mode too).
+// The library's dropout random values, [shape_b, h, shape_s_q, max_s_k] uint8 (ProblemLayout::randval):
+// mha::dropout_value(seed, offset, b * nhead_q + h, row, col) (philox.h), rows and columns counted inside batch b
+// (group mode too).
 std::vector<uint8_t> dropout_randval(const BwdConfig& c, const ProblemLayout& f)
 {
     std::vector<uint8_t> randval(size_t(f.randval.elements), 0);
@@ -347,13 +348,8 @@ std::vector<uint8_t> dropout_randval(const BwdConfig& c, const ProblemLayout& f)
             for (int i = 0; i < c.seqlen_qs[b]; ++i)
             {
                 uint8_t* row = randval.data() + reference::element_offset(f.randval.strides, seqstart, b, h, i);
-                for (int j0 = 0; j0 < c.seqlen_ks[b]; j0 += 16)
-                {
-                    const mha::Philox4 r = mha::dropout_random16(c.drop_seed, c.drop_offset, b * c.nhead + h, i, j0 / 16);
-                    const uint32_t words[4] = {r.x, r.y, r.z, r.w};
-                    for (int j = j0; j < std::min(j0 + 16, c.seqlen_ks[b]); ++j)
-                        row[j] = uint8_t(words[(j % 16) / 4] >> (8 * (j % 4)));
-                }
+                for (int j = 0; j < c.seqlen_ks[b]; ++j)
+                    row[j] = mha::dropout_value(c.drop_seed, c.drop_offset, b * c.nhead + h, i, j);
             }
     return randval;
 }

@@ -26,17 +26,19 @@ def test_instance_names_are_unique_and_complete():
     assert {(i.dtype, i.hdim, i.hdim_v, i.block_m) for i in inst if i.api == "fwd_splitkv"} == {
         (d, q, v, m) for d in ("fp16", "bf16") for (q, v) in dims for m in (16, 64)}
     assert {i.variant for i in inst if i.api == "fwd_splitkv"} == {"full"}
-    # backward: plain (masks only) and full per head-dim pair and dtype
+    # backward: plain (masks only), alibi, dropout and full per head-dim pair and dtype
     assert {(i.dtype, i.hdim, i.hdim_v, i.variant) for i in inst if i.api == "bwd"} == {
-        (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "full")}
+        (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "alibi", "dropout", "full")}
 
 
 def test_filters_select_the_expected_instances():
     inst = gen.all_instances()
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
         "fmha_fwd_ck_bf16_d128_b128x48_w4_plain"]
-    # 192/128 and 192/192 x 2 dtypes: fwd plain + full, split-KV decode + prefill, bwd
-    assert len(gen.select(inst, None, None, ["192"], "")) == 24
+    # 192/128 and 192/192 x 2 dtypes: fwd plain + full, split-KV decode + prefill, bwd plain + alibi + dropout + full
+    assert len(gen.select(inst, None, None, ["192"], "")) == 32
+    assert [i.name for i in gen.select(inst, ["bwd"], ["bf16"], ["128"], "", ["alibi", "dropout"])] == [
+        "fmha_bwd_ck_bf16_d128_b64x128_w8_alibi", "fmha_bwd_ck_bf16_d128_b64x128_w8_dropout"]
     assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 2
     # batch_prefill runs on the split-KV instances
     assert {i.api for i in gen.select(inst, ["batch_prefill"], ["bf16"], ["128"], "")} == {"fwd_splitkv"}
@@ -56,10 +58,13 @@ def test_table_keeps_unbuilt_rows_with_a_hint():
     assert '"--api fwd --dtypes fp16 --hdims 64x64 --variants full"' in text
     assert '"sm_90a", kArchCcs, 1' in text
     bwd = gen.bwd_table_source(inst, gen.select(inst, ["bwd"], ["bf16"], ["128"], ""), ["sm_90a"])
-    assert bwd.count("nullptr") == 2 * (len(inst) - len(fwd) - 2)
+    assert bwd.count("nullptr") == 2 * (len(inst) - len(fwd) - 4)
     assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_plain_smem" in bwd
     assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_full" in bwd
     assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_plain" in bwd
+    # the feature mask rides in the table: alibi 2, dropout 4, full 7
+    assert '{mha::DType::bf16, 128, 128, 2, 64, 128, "fmha_bwd_ck_bf16_d128_b64x128_w8_alibi"' in bwd
+    assert '{mha::DType::bf16, 128, 128, 7, 64, 128, "fmha_bwd_ck_bf16_d128_b64x128_w8_full"' in bwd
 
 
 def test_write_if_changed_keeps_timestamp(tmp_path):
@@ -75,7 +80,7 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 2 selected of 96 known" in r.stdout
+    assert "instances: 2 selected of 128 known" in r.stdout
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
@@ -139,10 +144,13 @@ def test_bwd_tiles_follow_the_build_archs():
     big, small = bwd(["sm_80", "sm_90a"]), bwd(["sm_90a", "sm_86"])
     assert (big["64x64"].block_m, big["64x64"].block_n) == (128, 128)
     assert (small["64x64"].block_m, small["64x64"].block_n) == (64, 128)
-    # the full variant (dropout / bias registers) keeps 64 x 128 everywhere
+    # the full and dropout variants (dropout / bias registers) keep 64 x 128 everywhere; alibi takes 128 x 128
     assert bwd(["sm_90a"], "full")["64x64"].block_m == 64
+    assert bwd(["sm_90a"], "dropout")["64x64"].block_m == 64
+    assert bwd(["sm_90a"], "alibi")["64x64"].block_m == 128
+    assert bwd(["sm_90a", "sm_86"], "alibi")["64x64"].block_m == 64
     assert big["128x128"] == small["128x128"]
     src = gen.instance_source(small["64x64"])
-    assert "BwdKernelTraits<cutlass::bfloat16_t, 64, 64, 64, 128, 8, 2, 4, 4, false>" in src
+    assert "BwdKernelTraits<cutlass::bfloat16_t, 64, 64, 64, 128, 8, 2, 4, 4, 0>" in src
     src = gen.instance_source(big["64x64"])
-    assert "BwdKernelTraits<cutlass::bfloat16_t, 64, 64, 128, 128, 8, 2, 4, 4, false>" in src
+    assert "BwdKernelTraits<cutlass::bfloat16_t, 64, 64, 128, 128, 8, 2, 4, 4, 0>" in src

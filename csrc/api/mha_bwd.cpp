@@ -97,16 +97,16 @@ DType dtype_of(const std::string& s) { return s == "fp16" ? DType::fp16 : DType:
 
 bool arch_built(int cc) { return mha::arch_built(kBwdBuildInfo, cc); }
 
-// The cheapest built instance of one variant whose head dims cover the call's (smaller ones zero-padded), or null
-// with a reason.
-const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, bool full, std::string& missing)
+// The cheapest built instance with exactly `features` whose head dims cover the call's (smaller ones zero-padded),
+// or null with a reason.
+const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, int features, std::string& missing)
 {
     const BwdInstance* best = nullptr;
     const BwdInstance* unbuilt = nullptr;
     for (int i = 0; i < kNumBwdInstances; ++i)
     {
         const BwdInstance& in = kBwdInstances[i];
-        if (in.dtype != dt || in.full != full || in.hdim < hdim_q || in.hdim_v < hdim_v)
+        if (in.dtype != dt || in.features != features || in.hdim < hdim_q || in.hdim_v < hdim_v)
             continue;
         const BwdInstance*& slot = in.launch ? best : unbuilt;
         if (slot == nullptr || in.hdim * in.hdim_v < slot->hdim * slot->hdim_v)
@@ -119,14 +119,15 @@ const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, bool full, std
     return best;
 }
 
-// The plain variant when the call needs nothing beyond masks (faster), else the full one.
-const BwdInstance* find_instance(DType dt, int hdim_q, int hdim_v, bool needs_full, std::string& missing)
+// The leanest variant that implements what the call needs: "plain" (masks only), "alibi" or "dropout" when that is
+// the only feature, else (or when those are not built) "full".
+const BwdInstance* find_instance(DType dt, int hdim_q, int hdim_v, int needs, std::string& missing)
 {
     std::string ignored;
-    if (!needs_full)
-        if (const BwdInstance* plain = find_variant(dt, hdim_q, hdim_v, false, ignored))
-            return plain;
-    return find_variant(dt, hdim_q, hdim_v, true, missing);
+    if (needs == 0 || needs == kBwdAlibi || needs == kBwdDropout)
+        if (const BwdInstance* lean = find_variant(dt, hdim_q, hdim_v, needs, ignored))
+            return lean;
+    return find_variant(dt, hdim_q, hdim_v, kBwdBias | kBwdAlibi | kBwdDropout, missing);
 }
 
 BwdParams make_params(const aiter::mha_bwd_args& a)
@@ -186,8 +187,9 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
         return fail("mha_bwd: invalid argument: " + why);
 
     std::string missing;
-    const bool needs_full = args.bias_type != 0 || has_dropout(args);
-    const BwdInstance* in = find_instance(dtype_of(args.data_type), args.hdim_q, args.hdim_v, needs_full, missing);
+    const int needs = (args.bias_type == 1 ? kBwdBias : 0) | (args.bias_type == 2 ? kBwdAlibi : 0) |
+                      (has_dropout(args) ? kBwdDropout : 0);
+    const BwdInstance* in = find_instance(dtype_of(args.data_type), args.hdim_q, args.hdim_v, needs, missing);
     if (in == nullptr)
         return fail("mha_bwd: no ck backward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
                     " hdim_v=" + str(args.hdim_v) + ": " + missing);

@@ -46,12 +46,16 @@ using BwdLaunchFn = cudaError_t (*)(const BwdParams&, cudaStream_t);
 // provides the zeroed fp32 dQ
 // accumulator [batch, nhead_q, max_seqlen_q, hdim] and, deterministic, the turn counters
 // [batch, nhead_q, ceil(max_seqlen_q / block_m)].
+// Backward instance features (BwdKernelTraits' kFeatures): 0 "plain", kBwdAlibi "alibi", kBwdDropout "dropout",
+// all three "full".
+constexpr int kBwdBias = 1, kBwdAlibi = 2, kBwdDropout = 4;
+
 struct BwdInstance
 {
     DType dtype;
     int hdim;     // serves calls with hdim_q <= hdim and hdim_v <= hdim_v
     int hdim_v;
-    bool full;    // also bias + dbias, ALiBi and dropout
+    int features; // kBwdBias | kBwdAlibi | kBwdDropout: what the instance implements beyond masks
     int block_m;  // query rows per step (turn counter granularity)
     int block_n;  // keys per CTA
     const char* name;

@@ -429,6 +429,22 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     constexpr int kMmaM     = decltype(size<1>(tScS))::value;
     constexpr int kRowSlots = 2 * kMmaM;
     auto row_slot = [](int i) { return (i / 4 % kMmaM) * 2 + i / 2 % 2; };
+    // Dropout counters (philox.h): n8 tile nt of a thread sits at column 8 * warp_n + 8 * kAtomN * nt of the tile, so
+    // tiles 32 columns apart share a counter when the key block lies inside one 128-column block: four warps along N
+    // draw once per 16-row tile, two warps twice, one warp four times. Elsewhere, once per n8 tile.
+    constexpr int kMmaN       = decltype(size<2>(tScS))::value;
+    constexpr int kAtomN      = Kt::kNWarps / Kt::kAtomMSdP;
+    constexpr int kDropPeriod = kAtomN % 4 == 0 ? 1 : kAtomN % 2 == 0 ? 2 : 4;
+    constexpr int kDropGroups = 128 % kBlockN == 0 && kDropPeriod <= kMmaN ? kDropPeriod : kMmaN;
+    static_assert(kMmaN % kDropGroups == 0);
+    // k-th pair in group order: (half h, tile within the group, group, 16-row tile), h fastest; the fragment index of
+    // pair (h, mt, nt) is 2 h + 4 mt + 4 kMmaM nt, nt = group + kDropGroups * (tile within the group)
+    auto drop_pair = [](int k) {
+        constexpr int kPerGroup = kMmaN / kDropGroups;
+        const int h = k % 2, j = k / 2 % kPerGroup, g = k / (2 * kPerGroup) % kDropGroups;
+        const int mt = k / (2 * kPerGroup * kDropGroups);
+        return 2 * h + 4 * mt + 4 * kMmaM * (g + kDropGroups * j);
+    };
 
     // ---- score modifiers and dropout, as the forward applies them ----
     ScoreMods<Element> mods{};
@@ -438,20 +454,21 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     mods.alibi_vertical = p.mod.alibi_mode == 2;
     mods.seqlen_q       = seqlen_q;
     mods.seqlen_k       = seqlen_k;
-    if (p.mod.bias != nullptr)
+    if (Kt::kBias && p.mod.bias != nullptr)
     {
         mods.bias = static_cast<const Element*>(p.mod.bias) +
                     (p.seq.is_group ? seq.q_row0 * p.mod.bias_row_stride : bidb * p.mod.bias_batch_stride) +
                     bidh * p.mod.bias_head_stride;
         mods.bias_row_stride = p.mod.bias_row_stride;
     }
-    mods.alibi_slope = p.mod.alibi_slopes ? p.mod.alibi_slopes[bidb * p.mod.alibi_batch_stride + bidh] : 0.f;
+    mods.alibi_slope =
+        Kt::kAlibi && p.mod.alibi_slopes ? p.mod.alibi_slopes[bidb * p.mod.alibi_batch_stride + bidh] : 0.f;
     Element* dbias = nullptr;
-    if (Kt::kFull && p.dbias != nullptr)
+    if (Kt::kBias && p.dbias != nullptr)
         dbias = static_cast<Element*>(p.dbias) +
                 (p.seq.is_group ? seq.q_row0 * p.dbias_row_stride : bidb * p.dbias_batch_stride) +
                 bidh * p.dbias_head_stride;
-    const bool has_dropout = Kt::kFull && p.drop.enabled;
+    const bool has_dropout = Kt::kDropout && p.drop.enabled;
     uint64_t drop_seed = 0, drop_offset = 0;
     if (has_dropout)
     {
@@ -506,6 +523,23 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
             }
         }
 
+        // Dropout: this step's Philox outputs, one per (16-row tile, counter group) in drop_pair order, drawn before
+        // the GEMMs so that their integer chains overlap the MMAs
+        Philox4 drop_rnd[Kt::kDropout ? kMmaM * kDropGroups : 1];
+        if constexpr (Kt::kDropout)
+        {
+            if (has_dropout)
+            {
+                CUTE_UNROLL
+                for (int t = 0; t < kMmaM * kDropGroups; ++t)
+                {
+                    const int i = 4 * (t / kDropGroups) + 4 * kMmaM * (t % kDropGroups);
+                    drop_rnd[t] = dropout_philox(drop_seed, drop_offset, drop_bh, m_begin + get<0>(tScS(i)),
+                                                 n_begin + get<1>(tScS(i)));
+                }
+            }
+        }
+
         // S = Q K^T and dP = dO V^T
         Tensor acc_s  = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
         Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
@@ -539,17 +573,13 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 }
             }
             CUTE_UNROLL
-            for (int i = 0; i < size(acc_s); i += 2) // (i, i + 1): adjacent columns of one row, one 16-column group
+            for (int pair = 0; pair < size(acc_s) / 2; ++pair)
             {
+                // pair (i, i + 1): adjacent columns of one row. Dropout instances walk the pairs group by group
+                // (drop_pair), in the order of drop_rnd.
+                const int i = Kt::kDropout ? drop_pair(pair) : 2 * pair;
                 const int r = get<0>(tScS(i)), c = get<1>(tScS(i));
                 const int row = m_begin + r, col = n_begin + c;
-                uint32_t word = 0;
-                if (has_dropout)
-                {
-                    const Philox4 rnd = dropout_random16(drop_seed, drop_offset, drop_bh, row, col >> 4);
-                    const int byte = col & 15;
-                    word = byte < 8 ? (byte < 4 ? rnd.x : rnd.y) : (byte < 12 ? rnd.z : rnd.w);
-                }
                 CUTE_UNROLL
                 for (int e = 0; e < 2; ++e)
                 {
@@ -558,12 +588,16 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                     if constexpr (decltype(kMasked)::value)
                         seen = (cc >= vis_lo[k] && cc < vis_hi[k]) || cc < vis_sink[k];
                     const float x = acc_s(i + e);
-                    const bool live = seen && (!Kt::kFull || x != -INFINITY); // full: a -inf bias on an empty row
+                    const bool live = seen && (!Kt::kBias || x != -INFINITY); // a -inf bias on an empty row
                     const float prob = live ? exp2f(x * scale_log2 - row_lse2[k]) : 0.f;
                     float dp = acc_dp(i + e);
                     if (has_dropout)
                     {
-                        const uint8_t rv = uint8_t(word >> (8 * ((col + e) & 3)));
+                        // dropout_byte(rnd, row, col + e) with the half h = row % 16 / 8 and col % 2 = e known here
+                        const Philox4& rnd = drop_rnd[pair / (2 * kMmaN / kDropGroups)];
+                        const int j32 = col % 128 / 32;
+                        const uint32_t word = i / 2 % 2 ? (j32 < 2 ? rnd.z : rnd.w) : (j32 < 2 ? rnd.x : rnd.y);
+                        const uint8_t rv = uint8_t(word >> (8 * (2 * (j32 % 2) + e)));
                         const bool keep = rv <= p.drop.keep_threshold;
                         dp = keep ? dp * p.drop.rp_keep : 0.f;
                         tPrP(i + e) = static_cast<Element>(keep ? prob * p.drop.rp_keep : 0.f);
@@ -586,10 +620,12 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         __syncthreads(); // P and dS visible to every warp
 
         // dV += P^T dO, dK += dS^T Q. The plain instances interleave the two (gemm_smem_smem_x2). H200, plain d256:
-        // +3% (s=16k non-causal 245 -> 253 TFLOP/s) and no spill (8 B before); d64 / d128 unchanged. The full
-        // instances were not timed with it and keep them one after the other. Tried and dropped: the same interleave
-        // of S and dP (-0.5% on d64 / d128, nothing on d256), and dQ with its reductions before these GEMMs (-2 to
-        // -7%). The d256 gain is sensitive to code layout: the same order with dQ in a lambda lost it.
+        // +3% (s=16k non-causal 245 -> 253 TFLOP/s) and no spill (8 B before); d64 / d128 unchanged. The feature
+        // instances (alibi, dropout, full) were not timed with it and keep them one after the other. Tried and
+        // dropped: the same interleave of S and dP (-0.5% on d64 / d128, nothing on d256), dQ with its reductions
+        // before these GEMMs (-2 to -7%), P computed between the S and dP GEMMs as FlashAttention-2 does (-1 to -4%),
+        // and LSE / D stored in fragment order for 16-byte loads (spills, -1 to -3%). The d256 gain is sensitive to
+        // code layout: the same order with dQ in a lambda lost it.
         if constexpr (Kt::kFull)
         {
             gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, stage(tdVsdOt, st), mma_dkv, copy_a_dkv, copy_b_dkv,

@@ -12,9 +12,11 @@
 
 namespace mha::ck {
 
-// kFull: elementwise bias (+ dbias), ALiBi and dropout (run-time selected); the plain instance has only the mask.
+// kFeatures_: what the instance implements beyond masks (each run-time selected when present): 1 elementwise bias
+// (+ dbias), 2 ALiBi, 4 dropout (kBwdBias / kBwdAlibi / kBwdDropout in api/registry.h). 0 is the "plain" instance, 7
+// the "full" one; "alibi" (2) and "dropout" (4) carry only their feature's code and registers.
 template <typename Element_, int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kNWarps_, int kAtomMSdP_,
-          int kAtomNdKV_, int kAtomMdQ_, bool kFull_ = true>
+          int kAtomNdKV_, int kAtomMdQ_, int kFeatures_ = 7>
 struct BwdKernelTraits
 {
     using Element = Element_;
@@ -36,10 +38,14 @@ struct BwdKernelTraits
     static constexpr bool kAsyncStats = true;
 #endif
 #ifdef MHA_BWD_FORCE_PLAIN // experiments: every instance plain
-    static constexpr bool kFull = false;
+    static constexpr int kFeatures = 0;
 #else
-    static constexpr bool kFull = kFull_;
+    static constexpr int kFeatures = kFeatures_;
 #endif
+    static constexpr bool kBias    = kFeatures & 1;
+    static constexpr bool kAlibi   = kFeatures & 2;
+    static constexpr bool kDropout = kFeatures & 4;
+    static constexpr bool kFull    = kFeatures != 0; // scores go through ScoreMods (scale not folded into exp2)
 
     static_assert(kHeadDim % 32 == 0 && kHeadDimV % 32 == 0, "instance head dims must be multiples of 32");
     static_assert(kNWarps % kAtomMSdP == 0 && kNWarps % kAtomNdKV == 0 && kNWarps % kAtomMdQ == 0);

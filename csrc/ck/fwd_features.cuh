@@ -61,33 +61,31 @@ struct TileDropout
     int64_t randval_row_stride;
     int seqlen_q, seqlen_k;
 
-    // Each thread holds, per row, pairs of columns 8 apart within every 16-column group: one Philox call per
-    // (row, group) covers them. Columns of the row-major view are ordered (pair, n8 tile), so group g holds view
-    // columns 4g .. 4g+3.
+    // The view is the accumulator's (rows, cols): rows (half, MMA_M), columns (pair, n8 tile), so view rows 2t, 2t + 1
+    // are rows r, r + 8 of one 16-row tile and view columns 2u, 2u + 1 one column pair of an n8 tile. Those four
+    // elements share a Philox counter (philox.h): one call per (16-row tile, n8 tile).
     template <typename TP, typename TC>
     __device__ __forceinline__ void apply(TP& p, TC const& c, int m0, int n0) const
     {
         constexpr int kRows = decltype(size<0>(p))::value;
         constexpr int kCols = decltype(size<1>(p))::value;
-        static_assert(kCols % 4 == 0);
+        static_assert(kRows % 2 == 0 && kCols % 2 == 0);
         CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r)
+        for (int r0 = 0; r0 < kRows; r0 += 2)
         {
-            const int row = m0 + get<0>(c(r, 0));
             CUTE_UNROLL
-            for (int g = 0; g < kCols / 4; ++g)
+            for (int c0 = 0; c0 < kCols; c0 += 2)
             {
-                const Philox4 rnd = dropout_random16(seed, offset, bh, row, (n0 + get<1>(c(r, 4 * g))) >> 4);
+                const Philox4 rnd =
+                    dropout_philox(seed, offset, bh, m0 + get<0>(c(r0, c0)), n0 + get<1>(c(r0, c0)));
                 CUTE_UNROLL
                 for (int e = 0; e < 4; ++e)
                 {
-                    const int col  = n0 + get<1>(c(r, 4 * g + e));
-                    const int byte = col & 15;
-                    // select, not an indexed array: a run-time index would put the words in local memory
-                    const uint32_t word = byte < 8 ? (byte < 4 ? rnd.x : rnd.y) : (byte < 12 ? rnd.z : rnd.w);
-                    const uint8_t rv = uint8_t(word >> (8 * (byte & 3)));
+                    const int r = r0 + e / 2, cc = c0 + e % 2;
+                    const int row = m0 + get<0>(c(r, cc)), col = n0 + get<1>(c(r, cc));
+                    const uint8_t rv = dropout_byte(rnd, row, col);
                     if (rv > keep_threshold)
-                        p(r, 4 * g + e) = 0.f;
+                        p(r, cc) = 0.f;
                     if (randval != nullptr && row < seqlen_q && col < seqlen_k)
                         randval[row * randval_row_stride + col] = rv;
                 }

@@ -88,16 +88,23 @@ for _item in filter(None, os.environ.get("MHA_BWD_TILE_OVERRIDE", "").split(";")
 def bwd_tiles(archs=(), variant="plain") -> dict:
     """The backward tile per head-dim pair for one variant of a build targeting `archs`."""
     tiles = dict(CK_BWD_TILES)
-    if variant == "full" or any(a in SMALL_SMEM_ARCHS for a in archs):
+    if variant in ("full", "dropout") or any(a in SMALL_SMEM_ARCHS for a in archs):
         tiles.update(CK_BWD_TILES_SMALL)
     return tiles
 # "plain" serves calls without soft-cap, bias, ALiBi, sinks or dropout; "full" serves every call.
 VARIANTS = ("plain", "full")
+# The backward has two more: "alibi" (ALiBi only) and "dropout" (dropout only), each with just its feature's code and
+# registers. H200, bf16, TFLOP/s at s=1k / 16k non-causal, d128: ALiBi 136 / 160 on "full" -> 189 / 239, dropout
+# 120 / 141 -> 145 / 173 (191 / 242 with the Philox layout of philox.h); d64 ALiBi (128 x 128 tile, "full" has
+# 64 x 128) 99 / 110 -> 152 / 183. The value is the BwdKernelTraits feature mask: 1 elementwise bias (+ dbias),
+# 2 ALiBi, 4 dropout.
+BWD_VARIANTS = {"plain": 0, "alibi": 2, "dropout": 4, "full": 7}
+ALL_VARIANTS = ("plain", "full", "alibi", "dropout")
 
 PRESETS = {
     # smallest useful set: one instance, enough to build, link and run bf16 hdim<=128 forward
     "ci": dict(apis=("fwd", "bwd"), dtypes=("bf16",), hdims=("128x128",), variants=("plain",)),
-    "all": dict(apis=APIS, dtypes=DTYPES, hdims=None, variants=VARIANTS),
+    "all": dict(apis=APIS, dtypes=DTYPES, hdims=None, variants=ALL_VARIANTS),
 }
 
 
@@ -111,7 +118,7 @@ class Instance:
     block_m: int
     block_n: int
     warps: int
-    variant: str  # "plain" | "full"
+    variant: str  # "plain" | "full"; bwd also "alibi" | "dropout" (BWD_VARIANTS)
     atoms: tuple = ()  # bwd: SdP / dKV / dQ warp layouts (CK_BWD_TILES)
 
     @property
@@ -145,7 +152,7 @@ def all_instances(archs=()) -> list[Instance]:
             for tile in splitkv_tiles(hq, hv):
                 out.append(Instance("fwd_splitkv", "ck", dtype, hq, hv, *tile, "full"))
         for hq, hv in CK_BWD_TILES:
-            for variant in VARIANTS:
+            for variant in BWD_VARIANTS:
                 bm, bn, w, *atoms = bwd_tiles(archs, variant)[(hq, hv)]
                 out.append(Instance("bwd", "ck", dtype, hq, hv, bm, bn, w, variant, tuple(atoms)))
     return out
@@ -201,7 +208,7 @@ def instance_source(i: Instance) -> str:
     elif i.api == "bwd" and i.family == "ck":
         a_sdp, a_dkv, a_dq = i.atoms
         traits = (f"mha::ck::BwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {i.block_m}, {i.block_n}, "
-                  f"{i.warps}, {a_sdp}, {a_dkv}, {a_dq}, {'true' if i.variant == 'full' else 'false'}>")
+                  f"{i.warps}, {a_sdp}, {a_dkv}, {a_dq}, {BWD_VARIANTS[i.variant]}>")
         include, params, run = "ck/bwd_launch.cuh", "BwdParams", "run_bwd"
     else:
         raise ValueError(f"no source template for {i.name}")
@@ -221,11 +228,11 @@ def bwd_table_source(instances, built, archs) -> str:
     for i in bwd:
         fn = f"&mha::gen::{i.fn}" if i in built else "nullptr"
         smem = f"&mha::gen::{i.fn}_smem" if i in built else "nullptr"
-        full = "true" if i.variant == "full" else "false"
-        lines.append(f'    {{{ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {full}, {i.block_m}, {i.block_n}, "{i.name}", '
+        lines.append(f'    {{{ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {BWD_VARIANTS[i.variant]}, {i.block_m}, '
+                     f'{i.block_n}, "{i.name}", '
                      f'"{i.compile_hint}", {fn}, {smem}}},')
     if not bwd:
-        lines.append('    {DType::bf16, 0, 0, false, 0, 0, "none", "", nullptr, nullptr},')
+        lines.append('    {DType::bf16, 0, 0, 0, 0, 0, "none", "", nullptr, nullptr},')
     lines.append("};")
     lines.append(f"const int kNumBwdInstances = {len(bwd)};")
     ccs = ", ".join(str(ARCHS[a][1]) for a in archs)
@@ -284,7 +291,8 @@ def support_table(built) -> str:
     for dtype, variant in sorted({(i.dtype, i.variant) for i in bwd}):
         dims = sorted({(i.hdim, i.hdim_v) for i in bwd if (i.dtype, i.variant) == (dtype, variant)})
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
-        feats = "elementwise (+ dbias), alibi | y" if variant == "full" else "n | n"
+        feats = {"full": "elementwise (+ dbias), alibi | y", "alibi": "alibi | n",
+                 "dropout": "n | y"}.get(variant, "n | n")
         rows.append(f"| bwd | ck ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
                     f"| no_mask, causal t/b, windows t/b, generic | {feats} | - | up to d192 (sm80), d64 "
                     "(sm86/89 in builds for them): shared memory | y | y |")

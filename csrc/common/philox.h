@@ -1,9 +1,15 @@
 #pragma once
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11): a counter-based generator, so
 // forward and backward regenerate the same dropout mask from (seed, offset) with no state in memory.
-// Counter layout used for dropout (one call yields the uint8 random values of 16 consecutive key columns):
-//   key = {seed_lo, seed_hi + offset_hi},  counter = {col / 16, row, batch * nhead_q + head, offset_lo}
-// and random value of column col = byte (col % 16) of the four output words, little-endian.
+// Dropout value of element (row, col) of one (batch, head), rows and columns counted inside the batch:
+//   key     = {seed_lo, seed_hi + offset_hi}
+//   counter = {col / 128 * 4 + col % 32 / 8,  row / 16 * 32 + row % 8 * 4 + col % 8 / 2,
+//              batch * nhead_q + head,  offset_lo}
+//   value   = byte (row % 16 / 8) * 8 + (col % 128 / 32) * 2 + col % 2 of the output words x, y, z, w (little-endian)
+// The 16 elements that share a counter are the ones one thread of an m16n8 MMA fragment holds in a 16-row tile across
+// four n8 tiles 32 columns apart. A tile whose warps sit 8 columns apart with period 32 (four warps along N: the
+// backward's d <= 128 tiles) draws one call per 16 rows and uses all 16 bytes; any other m16n8 layout needs at most one
+// call per 16 x 8 MMA tile (4 bytes), which is what the previous per-(row, 16 columns) layout cost everywhere.
 
 #include "fwd_params.h"
 
@@ -33,11 +39,27 @@ MHA_HOST_DEVICE Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1)
     return ctr;
 }
 
-// The 16 random bytes for key columns [16 * col16, 16 * col16 + 16) of one (batch, head, row).
-MHA_HOST_DEVICE Philox4 dropout_random16(uint64_t seed, uint64_t offset, int bh, int row, int col16)
+// The Philox output that holds the dropout value of (row, col) and of the 15 elements that share its counter.
+MHA_HOST_DEVICE Philox4 dropout_philox(uint64_t seed, uint64_t offset, int bh, int row, int col)
 {
-    return philox4x32_10(Philox4{uint32_t(col16), uint32_t(row), uint32_t(bh), uint32_t(offset)}, uint32_t(seed),
-                         uint32_t(seed >> 32) + uint32_t(offset >> 32));
+    const uint32_t r = uint32_t(row), c = uint32_t(col);
+    return philox4x32_10(Philox4{(c / 128) * 4 + c % 32 / 8, (r / 16) * 32 + r % 8 * 4 + c % 8 / 2, uint32_t(bh),
+                                 uint32_t(offset)},
+                         uint32_t(seed), uint32_t(seed >> 32) + uint32_t(offset >> 32));
+}
+
+// The dropout value of (row, col) from its counter's output (dropout_philox of any element sharing the counter).
+MHA_HOST_DEVICE uint8_t dropout_byte(const Philox4& rnd, int row, int col)
+{
+    const uint32_t b = uint32_t(row) % 16 / 8 * 8 + uint32_t(col) % 128 / 32 * 2 + uint32_t(col) % 2;
+    // select, not an indexed array: a run-time index would put the words in local memory
+    const uint32_t word = b < 8 ? (b < 4 ? rnd.x : rnd.y) : (b < 12 ? rnd.z : rnd.w);
+    return uint8_t(word >> (8 * (b % 4)));
+}
+
+MHA_HOST_DEVICE uint8_t dropout_value(uint64_t seed, uint64_t offset, int bh, int row, int col)
+{
+    return dropout_byte(dropout_philox(seed, offset, bh, row, col), row, col);
 }
 
 } // namespace mha

@@ -174,9 +174,7 @@ void backward(const mha_bwd_args& a)
                         float f = 1.f;
                         if (a.has_dropout)
                         {
-                            const mha::Philox4 r = mha::dropout_random16(seed, offset, b * a.nhead_q + h, i, j / 16);
-                            const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-                            const uint8_t rv = uint8_t(w[(j % 16) / 4] >> (8 * (j % 4)));
+                            const uint8_t rv = mha::dropout_value(seed, offset, b * a.nhead_q + h, i, j);
                             f = rv <= keep_threshold ? 1.f / a.p_undrop : 0.f;
                         }
                         // P f and dS enter the dV / dQ / dK products rounded to T, as in a tensor-core kernel

@@ -1,0 +1,84 @@
+// Checks the dropout counter layout of csrc/common/philox.h: every counter serves exactly 16 elements, each with its
+// own byte; the 16 elements that one thread of an m16n8 fragment holds in a 16-row tile across four n8 tiles 32
+// columns apart (the backward's four-warps-along-N tiles) share one counter, and dropout_byte picks the byte the
+// backward kernel picks from the fragment half and column parity; distinct (batch, head), offsets and seeds draw
+// distinct values; the kept fraction matches the threshold. Prints "philox_check: ok" or the first failure.
+#include "common/philox.h"
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+static int fail(const char* what, int a, int b)
+{
+    std::printf("philox_check: FAIL %s (%d, %d)\n", what, a, b);
+    return 1;
+}
+
+int main()
+{
+    const uint64_t seed = 0x1234567890abcdefull, offset = 0x0000000500000007ull;
+    const int bh = 3, rows = 48, cols = 384;
+    // 1. Philox output (one per counter) -> the elements it serves: 16 each, each its own byte position
+    std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, std::set<int>> bytes_of;
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c)
+        {
+            const mha::Philox4 o = mha::dropout_philox(seed, offset, bh, r, c);
+            const int b = r % 16 / 8 * 8 + c % 128 / 32 * 2 + c % 2;
+            const uint32_t words[4] = {o.x, o.y, o.z, o.w};
+            if (mha::dropout_byte(o, r, c) != uint8_t(words[b / 4] >> (8 * (b % 4))))
+                return fail("dropout_byte takes another byte than philox.h says", r, c);
+            if (!bytes_of[{o.x, o.y, o.z, o.w}].insert(b).second)
+                return fail("two elements of one counter take the same byte", r, c);
+        }
+    if (bytes_of.size() != size_t(rows * cols / 16))
+        return fail("counters do not serve 16 elements each", int(bytes_of.size()), rows * cols / 16);
+    // 2. a fragment thread (lane l, warp w of four along N) in a 16-row tile: one counter for its 16 elements, and the
+    //    byte the backward kernel picks (word by half and 32-column slot, shift by slot parity and column parity)
+    for (int tile = 0; tile < rows / 16; ++tile)
+        for (int nb = 0; nb < cols / 128; ++nb)
+            for (int w = 0; w < 4; ++w)
+                for (int l = 0; l < 32; ++l)
+                {
+                    const int r0 = 16 * tile + l / 4, c0 = 128 * nb + 8 * w + 2 * (l % 4);
+                    const mha::Philox4 rnd = mha::dropout_philox(seed, offset, bh, r0, c0);
+                    for (int h = 0; h < 2; ++h)
+                        for (int v = 0; v < 4; ++v)
+                            for (int e = 0; e < 2; ++e)
+                            {
+                                const int r = r0 + 8 * h, c = c0 + 32 * v + e;
+                                const mha::Philox4 own = mha::dropout_philox(seed, offset, bh, r, c);
+                                if (own.x != rnd.x || own.y != rnd.y || own.z != rnd.z || own.w != rnd.w)
+                                    return fail("a fragment thread's elements do not share a counter", r, c);
+                                const int j32 = (c - e) % 128 / 32;
+                                const uint32_t word = h ? (j32 < 2 ? rnd.z : rnd.w) : (j32 < 2 ? rnd.x : rnd.y);
+                                const uint8_t kernel_byte = uint8_t(word >> (8 * (2 * (j32 % 2) + e)));
+                                if (kernel_byte != mha::dropout_byte(rnd, r, c) ||
+                                    kernel_byte != mha::dropout_value(seed, offset, bh, r, c))
+                                    return fail("the kernel's byte pick differs from dropout_byte", r, c);
+                            }
+                }
+    // 3. streams differ across (batch, head), offset and seed; 4. keep fraction at threshold 229 (p_drop ~ 0.1)
+    int same_bh = 0, same_off = 0, same_seed = 0, kept = 0;
+    const int n = rows * cols;
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c)
+        {
+            const uint8_t v = mha::dropout_value(seed, offset, bh, r, c);
+            same_bh += v == mha::dropout_value(seed, offset, bh + 1, r, c);
+            same_off += v == mha::dropout_value(seed, offset + 1, bh, r, c);
+            same_off += v == mha::dropout_value(seed, offset + (1ull << 32), bh, r, c);
+            same_seed += v == mha::dropout_value(seed ^ (1ull << 40), offset, bh, r, c);
+            kept += v <= 229;
+        }
+    // independent bytes agree with probability 1/256: about 72 of 18432 here
+    if (same_bh > n / 128 || same_off > 2 * n / 128 || same_seed > n / 128)
+        return fail("streams repeat across (batch, head), offset or seed", same_bh, same_off);
+    const double frac = double(kept) / n, expect = 230.0 / 256.0;
+    if (frac < expect - 0.01 || frac > expect + 0.01)
+        return fail("kept fraction far from 230 / 256 (per mille)", int(1000 * frac), int(1000 * expect));
+    std::printf("philox_check: ok (%zu counters, kept %.4f of %d, expected %.4f)\n", bytes_of.size(), frac, n, expect);
+    return 0;
+}
