@@ -21,7 +21,7 @@ def test_instance_names_are_unique_and_complete():
     assert len(names) == len(set(names))
     dims = {(32, 32), (64, 64), (96, 96), (128, 128), (160, 160), (192, 128), (192, 192), (256, 256)}
     assert {(i.dtype, i.hdim, i.hdim_v, i.variant) for i in inst if i.api == "fwd"} == {
-        (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "full")}
+        (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "alibi", "full")}
     # split-KV: a decode (16-row, one warp) and a prefill (64-row) tile per head-dim pair, full variant
     assert {(i.dtype, i.hdim, i.hdim_v, i.block_m) for i in inst if i.api == "fwd_splitkv"} == {
         (d, q, v, m) for d in ("fp16", "bf16") for (q, v) in dims for m in (16, 64)}
@@ -35,11 +35,12 @@ def test_filters_select_the_expected_instances():
     inst = gen.all_instances()
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
         "fmha_fwd_ck_bf16_d128_b128x48_w4_plain"]
-    # 192/128 and 192/192 x 2 dtypes: fwd plain + full, split-KV decode + prefill, bwd plain + alibi + dropout + full
-    assert len(gen.select(inst, None, None, ["192"], "")) == 32
+    # 192/128 and 192/192 x 2 dtypes: fwd plain + alibi + full, split-KV decode + prefill, bwd plain + alibi +
+    # dropout + full
+    assert len(gen.select(inst, None, None, ["192"], "")) == 36
     assert [i.name for i in gen.select(inst, ["bwd"], ["bf16"], ["128"], "", ["alibi", "dropout"])] == [
         "fmha_bwd_ck_bf16_d128_b64x128_w8_alibi", "fmha_bwd_ck_bf16_d128_b64x128_w8_dropout"]
-    assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 2
+    assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 3
     # batch_prefill runs on the split-KV instances
     assert {i.api for i in gen.select(inst, ["batch_prefill"], ["bf16"], ["128"], "")} == {"fwd_splitkv"}
     assert [i.name for i in gen.select(inst, ["bwd"], ["bf16"], ["128"], "", ["plain"])] == [
@@ -56,6 +57,8 @@ def test_table_keeps_unbuilt_rows_with_a_hint():
     assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain" in text
     assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain_smem" in text
     assert '"--api fwd --dtypes fp16 --hdims 64x64 --variants full"' in text
+    # the feature mask rides in the table: plain 0, alibi 2, full 7
+    assert '{Family::ck, mha::DType::bf16, 128, 128, 2, false, 128, "fmha_fwd_ck_bf16_d128_b128x48_w4_alibi"' in text
     assert '"sm_90a", kArchCcs, 1' in text
     bwd = gen.bwd_table_source(inst, gen.select(inst, ["bwd"], ["bf16"], ["128"], ""), ["sm_90a"])
     assert bwd.count("nullptr") == 2 * (len(inst) - len(fwd) - 4)
@@ -80,7 +83,7 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 2 selected of 128 known" in r.stdout
+    assert "instances: 2 selected of 144 known" in r.stdout
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout

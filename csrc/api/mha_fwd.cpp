@@ -54,6 +54,16 @@ bool needs_full(const aiter::mha_fwd_args& a)
            (a.has_sink && (a.sink_ptr != nullptr || (a.sink_size > 0 && a.mask_type != 0)));
 }
 
+// The instance features the call needs: 0 (plain), kFwdAlibi when ALiBi is its only feature, else kFwdFull.
+int needed_features(const aiter::mha_fwd_args& a)
+{
+    if (!needs_full(a))
+        return 0;
+    aiter::mha_fwd_args rest = a;
+    rest.bias_type = 0;
+    return a.bias_type == 2 && !needs_full(rest) ? kFwdAlibi : kFwdFull;
+}
+
 std::string invalid_features(const aiter::mha_fwd_args& a)
 {
     if (std::string why = invalid_bias_or_dropout(a); !why.empty())
@@ -169,14 +179,14 @@ bool arch_built(int cc) { return mha::arch_built(kBuildInfo, cc); }
 // right variant. `missing` gets a reason when that instance is known to the generator but not built, or when no
 // instance covers the call at all.
 // split_block_m: split-KV instances only, the tile height wanted (16 decode, 64 prefill).
-const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v, bool full, std::string& missing,
+const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v, int features, std::string& missing,
                                  bool split = false, int split_block_m = 0)
 {
     const FwdInstance* best = nullptr;
     for (int i = 0; i < kNumFwdInstances; ++i)
     {
         const FwdInstance& in = kFwdInstances[i];
-        if (in.family == family && in.dtype == dt && (split || in.full == full) && in.split == split &&
+        if (in.family == family && in.dtype == dt && (split || in.features == features) && in.split == split &&
             (!split || in.block_m == split_block_m) && in.hdim >= hdim_q && in.hdim_v >= hdim_v &&
             (!best || in.hdim + in.hdim_v < best->hdim + best->hdim_v))
             best = &in;
@@ -222,7 +232,7 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
         why_not = "bias, dropout, soft-cap, sinks and group mode are not covered";
         return nullptr;
     }
-    const FwdInstance* in = find_instance(Family::asm_v3, dt, a.hdim_q, a.hdim_v, false, why_not);
+    const FwdInstance* in = find_instance(Family::asm_v3, dt, a.hdim_q, a.hdim_v, 0, why_not);
     if (in != nullptr && !arch_built(90))
     {
         why_not = "this library was built without sm_90a";
@@ -283,7 +293,7 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
         int64_t(max_q) * pack <= kDecodeBlockM)
     {
         std::string ignored;
-        if (const FwdInstance* dec = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, true, ignored, true,
+        if (const FwdInstance* dec = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdFull, ignored, true,
                                                    kDecodeBlockM))
         {
             int cc = 0;
@@ -300,7 +310,16 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
             }
         }
     }
-    const FwdInstance* in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, needs_full(args), missing);
+    // ALiBi-only calls take the "alibi" instance when it is built, else the full one
+    const int features = needed_features(args);
+    const FwdInstance* in = nullptr;
+    if (features == kFwdAlibi)
+    {
+        std::string ignored;
+        in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdAlibi, ignored);
+    }
+    if (in == nullptr)
+        in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, features == 0 ? 0 : kFwdFull, missing);
     if (in == nullptr)
         return fail("mha_fwd: no ck forward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
                     " hdim_v=" + str(args.hdim_v) + ": " + missing);
@@ -470,8 +489,8 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
     std::string missing;
     const int max_q = f.is_group_mode ? f.max_seqlen_q : f.seqlen_q;
     const int bm = split_block_m(int64_t(max_q) * p.split.pack_ratio);
-    const FwdInstance* in = find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, true, missing, true,
-                                          bm);
+    const FwdInstance* in =
+        find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, kFwdFull, missing, true, bm);
     if (in == nullptr)
         return fail(who + ": no split-KV kernel for dtype=" + f.data_type + " hdim_q=" + str(f.hdim_q) +
                     " hdim_v=" + str(f.hdim_v) + ": " + missing);

@@ -191,21 +191,21 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     {
         const ScoreModParams& m = p.mod;
         mods.scale    = p.scale;
-        mods.softcap  = m.softcap;
+        mods.softcap  = Kt::kOther ? m.softcap : 0.f;
         mods.alibi_offset   = m.alibi_mode == 0 ? seqlen_k - seqlen_q : 0;
         mods.alibi_vertical = m.alibi_mode == 2;
         mods.seqlen_q = seqlen_q;
         mods.seqlen_k = seqlen_k;
-        if (m.bias != nullptr)
+        if (Kt::kOther && m.bias != nullptr)
         {
             const int64_t off = (p.seq.is_group ? seq.q_row0 * m.bias_row_stride : bidb * m.bias_batch_stride) +
                                 bidh * m.bias_head_stride;
             mods.bias = static_cast<const Element*>(m.bias) + off;
             mods.bias_row_stride = m.bias_row_stride;
         }
-        mods.alibi_slope = m.alibi_slopes ? m.alibi_slopes[bidb * m.alibi_batch_stride + bidh] : 0.f;
+        mods.alibi_slope = Kt::kAlibi && m.alibi_slopes ? m.alibi_slopes[bidb * m.alibi_batch_stride + bidh] : 0.f;
         const DropoutParams& d = p.drop;
-        has_dropout = d.enabled;
+        has_dropout = Kt::kDropout && d.enabled;
         if (has_dropout)
         {
             dropout.seed   = d.seed_ptr ? *d.seed_ptr : d.seed;
@@ -574,7 +574,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     float lse[kRows];
     // Split partials leave the sink to the combine kernel, which adds it once.
     const bool partial = Kt::kSplit && p.split.num_splits > 1;
-    const float sink = Kt::kFull && p.mod.sink != nullptr && !partial ? p.mod.sink[bidh] : -INFINITY;
+    const float sink = Kt::kOther && p.mod.sink != nullptr && !partial ? p.mod.sink[bidh] : -INFINITY;
     softmax.finalize(o_rc, softmax_scale, sink, lse);
     if constexpr (Kt::kFull)
     {
@@ -631,7 +631,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 for (int s = 0; s < kClusterMergeMaxSplits; ++s)
                     sum += l[s] == -INFINITY ? 0.f : expf(l[s] - m);
                 const int h = q_head(tr), q = q_pos(tr);
-                const MergedLse mg = merge_lse(m, sum, Kt::kFull && p.mod.sink != nullptr ? p.mod.sink[h] : -INFINITY);
+                const MergedLse mg = merge_lse(m, sum, Kt::kOther && p.mod.sink != nullptr ? p.mod.sink[h] : -INFINITY);
                 float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
                 CUTE_UNROLL
                 for (int s = 0; s < kClusterMergeMaxSplits; ++s)

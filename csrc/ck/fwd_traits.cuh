@@ -43,11 +43,12 @@ struct GmemTiledCopy
                                           Layout<Shape<_1, Int<kElemsPerAccess>>>{}));
 };
 
-// kFull: the instance also implements soft-cap, bias, ALiBi, sinks and dropout (runtime-selected); the plain
-// instance keeps only what every call needs, so the common path carries no extra registers.
+// kFeatures_: what the instance implements beyond scale, mask and LSE (each run-time selected when present):
+// 1 soft-cap, elementwise bias, sink logits and sink tokens; 2 ALiBi; 4 dropout. 0 is the "plain" instance, 7 the
+// "full" one, 2 the "alibi" one; the plain path carries no extra registers. Split-KV instances are full ones.
 // kSplit: the split-KV / paged-KV / batch-prefill kernel (KvCacheParams, SplitParams): gathers K/V rows through a
 // page table, packs query heads of a KV head into rows, and writes fp32 partials when num_splits > 1.
-template <typename Element_, int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kNWarps_, bool kFull_,
+template <typename Element_, int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kNWarps_, int kFeatures_,
           bool kSplit_ = false>
 struct FwdKernelTraits
 {
@@ -60,7 +61,11 @@ struct FwdKernelTraits
     static constexpr int kBlockN   = kBlockN_;
     static constexpr int kNWarps   = kNWarps_;
     static constexpr int kNThreads = kNWarps * 32;
-    static constexpr bool kFull    = kFull_;
+    static constexpr int kFeatures = kFeatures_;
+    static constexpr bool kFull    = kFeatures != 0; // scores may go through ScoreMods
+    static constexpr bool kOther   = kFeatures & 1;  // soft-cap, elementwise bias, sink logits and tokens
+    static constexpr bool kAlibi   = kFeatures & 2;
+    static constexpr bool kDropout = kFeatures & 4;
     static constexpr bool kSplit   = kSplit_;
     // kDecode: the split-KV decode tile (16 rows, one warp; csrc/codegen/generate.py splitkv_tiles). Memory-bound:
     // on sm_90 its K / V blocks stream through a ring of kKvStages stages filled by the tensor copy engine

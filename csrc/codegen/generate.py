@@ -99,6 +99,11 @@ VARIANTS = ("plain", "full")
 # 64 x 128) 99 / 110 -> 152 / 183. The value is the BwdKernelTraits feature mask: 1 elementwise bias (+ dbias),
 # 2 ALiBi, 4 dropout.
 BWD_VARIANTS = {"plain": 0, "alibi": 2, "dropout": 4, "full": 7}
+# The forward has "alibi" too (FwdKernelTraits feature mask 2; 1 there is soft-cap, bias and sinks). H200, bf16,
+# TFLOP/s at s=1k / 16k non-causal, ALiBi on "full" -> "alibi": d64 84 / 88 -> 244 / 264, d128 101 / 108 -> 268 /
+# 292, d256 179 / 186 -> 292 / 309. A dropout-only forward instance gained under 10% (its Philox calls dominate), so
+# forward dropout stays on "full".
+FWD_VARIANTS = {"plain": 0, "alibi": 2, "full": 7}
 ALL_VARIANTS = ("plain", "full", "alibi", "dropout")
 
 PRESETS = {
@@ -146,7 +151,7 @@ def all_instances(archs=()) -> list[Instance]:
     out = []
     for dtype in DTYPES:
         for (hq, hv), (bm, bn, w) in CK_FWD_TILES.items():
-            for variant in VARIANTS:
+            for variant in FWD_VARIANTS:
                 out.append(Instance("fwd", "ck", dtype, hq, hv, bm, bn, w, variant))
         for (hq, hv) in CK_FWD_TILES:
             for tile in splitkv_tiles(hq, hv):
@@ -203,7 +208,7 @@ def instance_source(i: Instance) -> str:
     if i.api in ("fwd", "fwd_splitkv") and i.family == "ck":
         split = "true" if i.api == "fwd_splitkv" else "false"
         traits = (f"mha::ck::FwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {i.block_m}, {i.block_n}, "
-                  f"{i.warps}, {'true' if i.variant == 'full' else 'false'}, {split}>")
+                  f"{i.warps}, {FWD_VARIANTS[i.variant]}, {split}>")
         include, params, run = "ck/fwd_launch.cuh", "FwdParams", "run_fwd"
     elif i.api == "bwd" and i.family == "ck":
         a_sdp, a_dkv, a_dq = i.atoms
@@ -253,12 +258,12 @@ def fwd_table_source(instances, built, archs) -> str:
     for i in fwd:
         fn = f"&mha::gen::{i.fn}" if i in built else "nullptr"
         smem = f"&mha::gen::{i.fn}_smem" if i in built else "nullptr"
-        full = "true" if i.variant == "full" else "false"
         split = "true" if i.api == "fwd_splitkv" else "false"
-        lines.append(f'    {{{fam[i.family]}, {ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {full}, {split}, {i.block_m}, '
-                     f'"{i.name}", "{i.compile_hint}", {fn}, {smem}}},')
+        feats = FWD_VARIANTS[i.variant]
+        lines.append(f'    {{{fam[i.family]}, {ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {feats}, {split}, '
+                     f'{i.block_m}, "{i.name}", "{i.compile_hint}", {fn}, {smem}}},')
     if not fwd:
-        lines.append('    {Family::ck, DType::bf16, 0, 0, false, false, 0, "none", "", nullptr, nullptr},')
+        lines.append('    {Family::ck, DType::bf16, 0, 0, 0, false, 0, "none", "", nullptr, nullptr},')
     lines.append("};")
     lines.append(f"const int kNumFwdInstances = {len(fwd)};")
     ccs = ", ".join(str(ARCHS[a][1]) for a in archs)
@@ -275,12 +280,12 @@ def support_table(built) -> str:
     fwd = [i for i in built if i.api == "fwd"]
     for fam, dtype in sorted({(i.family, i.dtype) for i in fwd}):
         mine = [i for i in fwd if (i.family, i.dtype) == (fam, dtype)]
-        for variant in VARIANTS:
+        for variant in FWD_VARIANTS:
             dims = sorted({(i.hdim, i.hdim_v) for i in mine if i.variant == variant})
             if not dims:
                 continue
             arch = ("y", "y", "y") if fam == "ck" else ("n", "y", "n")
-            feats = ("elementwise, alibi | y (+ soft-cap, sinks)" if variant == "full" else "n | n")
+            feats = {"full": "elementwise, alibi | y (+ soft-cap, sinks)", "alibi": "alibi | n"}.get(variant, "n | n")
             hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
             rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
                         f"| no_mask, causal t/b, windows t/b, generic | {feats} | y | "
