@@ -19,6 +19,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 _BUILD = {"dir": None, "why": ""}
 
 
+def build_host_check(name, out_dir, flags=()):
+    """Compiles tests/cpp/<name>.cpp (host-only C++ against csrc/) with g++ -Wall -Werror into out_dir and returns the
+    executable; skips when g++ is missing."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not found")
+    exe = os.path.join(str(out_dir), name)
+    r = subprocess.run([gxx, "-std=c++17", "-O2", "-Wall", "-Werror", *flags, "-I", os.path.join(ROOT, "csrc"),
+                        os.path.join(ROOT, "tests", "cpp", name + ".cpp"), "-o", exe], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
 def _has_build(d):
     return all(os.path.exists(os.path.join(d, f)) for f in ("libmha_fwd.so", "libmha_bwd.so", "benchmark_mha_fwd"))
 

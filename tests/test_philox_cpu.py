@@ -2,24 +2,13 @@
 elements per Philox call with distinct bytes, one call for the 16 elements a backward fragment thread holds in 16 rows,
 the kernel's byte pick, distinct streams per (batch, head) / offset / seed, and the kept fraction
 (tests/cpp/philox_check.cpp). No GPU needed."""
-import os
-import shutil
 import subprocess
 
-import pytest
-
-from conftest import ROOT
+from conftest import build_host_check
 
 
 def test_dropout_counter_layout(tmp_path):
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not found")
-    exe = str(tmp_path / "philox_check")
-    r = subprocess.run([gxx, "-std=c++17", "-O2", "-Wall", "-Werror", "-I", os.path.join(ROOT, "csrc"),
-                        os.path.join(ROOT, "tests", "cpp", "philox_check.cpp"), "-o", exe],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    exe = build_host_check("philox_check", tmp_path)
     r = subprocess.run([exe], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "philox_check: ok" in r.stdout

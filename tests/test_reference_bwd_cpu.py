@@ -2,24 +2,13 @@
 against central finite differences of the loss sum(dO * O): batch and group mode, GQA (dK/dV per query head, summed
 over the group), every mask kind with windows and sink tokens, soft-cap, elementwise bias (dBias), ALiBi, sink logits
 and dropout from fixed random values (tests/cpp/reference_bwd_check.cpp). No GPU needed."""
-import os
-import shutil
 import subprocess
 
-import pytest
-
-from conftest import ROOT
+from conftest import build_host_check
 
 
 def test_backward_reference_matches_finite_differences(tmp_path):
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not found")
-    exe = str(tmp_path / "reference_bwd_check")
-    r = subprocess.run([gxx, "-std=c++17", "-O2", "-Wall", "-Werror", "-I", os.path.join(ROOT, "csrc"),
-                        os.path.join(ROOT, "tests", "cpp", "reference_bwd_check.cpp"), "-o", exe],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    exe = build_host_check("reference_bwd_check", tmp_path)
     r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "reference_bwd_check: 8 cases ok" in r.stdout

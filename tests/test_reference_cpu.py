@@ -4,28 +4,19 @@ sequences), both layouts, GQA, every mask type with windows and sink tokens, ele
 ALiBi ([h] and [b, h]), soft-cap, sink logits and dropout from stored random values. No GPU needed."""
 import math
 import os
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import build_host_check
 
 CASES = 120
 
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not found")
-    exe = str(tmp_path_factory.mktemp("refdrv") / "reference_driver")
-    r = subprocess.run([gxx, "-std=c++17", "-O2", "-pthread", "-I", os.path.join(ROOT, "csrc"),
-                        os.path.join(ROOT, "tests", "cpp", "reference_driver.cpp"), "-o", exe],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return exe
+    return build_host_check("reference_driver", tmp_path_factory.mktemp("refdrv"), ("-pthread",))
 
 
 def alibi_slopes(n):
