@@ -47,20 +47,25 @@ __device__ __forceinline__ void rows_seeing(const WindowMask& m, int seqlen_q, i
 
 // ---- the dQ accumulator's fragment order ----------------------------------------------------------------------
 // Element i of thread t's dQ fragment (TiledMmadQ) lives at dq_acc_index<Kt>(i, t) of its query block's tile. On
-// sm_90 a thread adds 4 consecutive elements with one red.global.add.v4.f32, so one warp instruction covers 512
-// contiguous bytes; below sm_90 a thread adds one element per red.global.add.f32, laid out so a warp covers 128
-// contiguous bytes. bwd_convert_dq reads the tile back through the same partition: the order never leaves the
-// library, and no reduction needs a row predicate (the tile has room for a whole query block).
+// sm_90 a thread adds Kt::kDqVecSm90 (4, 2 or 1) consecutive elements with one red.global.add{.v4,.v2,}.f32, so one
+// warp instruction covers 512 (256, 128) contiguous bytes; below sm_90 a thread adds one element per instruction.
+// bwd_convert_dq reads the tile back through the same partition: the order never leaves the library, and no
+// reduction needs a row predicate (the tile has room for a whole query block).
+template <typename Kt>
+constexpr int dq_vec()
+{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-constexpr int kDqVec = 4;
+    return Kt::kDqVecSm90;
 #else
-constexpr int kDqVec = 1;
+    return 1;
 #endif
+}
 
 template <typename Kt>
 __device__ __forceinline__ int dq_acc_index(int i, int t)
 {
-    return (i / kDqVec) * (Kt::kNThreads * kDqVec) + t * kDqVec + i % kDqVec;
+    constexpr int kVec = dq_vec<Kt>();
+    return (i / kVec) * (Kt::kNThreads * kVec) + t * kVec + i % kVec;
 }
 
 // Fire-and-forget fp32 additions (RED, not ATOM: no value comes back, nothing waits on them).
@@ -69,6 +74,13 @@ __device__ __forceinline__ void red_add_f32x4(float* a, float x, float y, float 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w)
                  : "memory");
+#endif
+}
+
+__device__ __forceinline__ void red_add_f32x2(float* a, float x, float y)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(a), "f"(x), "f"(y) : "memory");
 #endif
 }
 
@@ -192,7 +204,7 @@ __global__ void __launch_bounds__(Kt::kNThreads) bwd_convert_dq(const __grid_con
         {
             const float* src = tile + part * Kt::kDqPartElems;
             float v[4];
-            if constexpr (kDqVec == 4)
+            if constexpr (dq_vec<Kt>() == 4)
             {
                 const float4 x = *reinterpret_cast<const float4*>(src + dq_acc_index<Kt>(j, tidx));
                 v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
@@ -658,12 +670,15 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 __syncthreads();
             }
             float* dq_tile = dq_acc + int64_t(m_block) * Kt::kDqTileElems + part * Kt::kDqPartElems;
+            constexpr int kDqVec = dq_vec<Kt>();
             CUTE_UNROLL
             for (int j = 0; j < Kt::kDqPerThread; j += kDqVec)
             {
                 if constexpr (kDqVec == 4)
                     red_add_f32x4(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j), acc_dq(j + 1), acc_dq(j + 2),
                                   acc_dq(j + 3));
+                else if constexpr (kDqVec == 2)
+                    red_add_f32x2(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j), acc_dq(j + 1));
                 else
                     red_add_f32(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j));
             }
