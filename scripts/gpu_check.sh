@@ -3,11 +3,12 @@
 # (flash / cuDNN) in the same call, and leave logs under $OUT. Expects .carry/ with the nvidia-cutlass wheel and
 # peer_sdpa.py (the machine has no network).
 # Usage: bash scripts/gpu_check.sh [build] [smoke] [pytest] [perf] [paged] [decode] [bwd] [bwdsmoke] [bwdperf]
-# (default: the first four). paged: the split-KV smoke section, the paged-attention tests with AITER's repro and
-# stress, and kvcache_check; decode: scripts/decode_bench.py; bwd: a few validated benchmark_mha_bwd runs and the
-# backward GPU tests; bwdsmoke: smoke_test_bwd.sh (SMOKE_SHARD honoured); bwdperf: the backward grid against SDPA
-# (BWD_HDIMS / BWD_SEQLENS narrow it). MHA_COMPILE_ARGS passes compile.py options through
-# build_mha.sh.
+# (default: the first four). smoke: the basic script, then smoke_test_fwd.sh (about 900 s in full with 16 jobs on
+# an H200: pass SMOKE_SHARD=1/2, then 2/2, to fit 600 s calls; SMOKE_LIMIT bounds it). paged: the split-KV smoke
+# section, the paged-attention tests with AITER's repro and stress, and kvcache_check; decode: scripts/decode_bench.py;
+# bwd: a few validated benchmark_mha_bwd runs and the backward GPU tests; bwdsmoke: smoke_test_bwd.sh (SMOKE_SHARD
+# honoured); bwdperf: the backward grid against SDPA (BWD_HDIMS / BWD_SEQLENS narrow it). MHA_COMPILE_ARGS passes
+# compile.py options through build_mha.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
