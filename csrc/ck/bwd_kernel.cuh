@@ -47,8 +47,8 @@ __device__ __forceinline__ void rows_seeing(const WindowMask& m, int seqlen_q, i
 
 // ---- the dQ accumulator's fragment order ----------------------------------------------------------------------
 // Element i of thread t's dQ fragment (TiledMmadQ) lives at dq_acc_index<Kt>(i, t) of its query block's tile. On
-// sm_90 a thread adds Kt::kDqVecSm90 (4, 2 or 1) consecutive elements with one red.global.add{.v4,.v2,}.f32, so one
-// warp instruction covers 512 (256, 128) contiguous bytes; below sm_90 a thread adds one element per instruction.
+// sm_90 a thread adds Kt::kDqVecSm90 (4 or 1) consecutive elements with one red.global.add{.v4,}.f32, so one warp
+// instruction covers 512 (128) contiguous bytes; below sm_90 a thread adds one element per instruction.
 // bwd_convert_dq reads the tile back through the same partition: the order never leaves the library, and no
 // reduction needs a row predicate (the tile has room for a whole query block).
 template <typename Kt>
@@ -74,13 +74,6 @@ __device__ __forceinline__ void red_add_f32x4(float* a, float x, float y, float 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w)
                  : "memory");
-#endif
-}
-
-__device__ __forceinline__ void red_add_f32x2(float* a, float x, float y)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(a), "f"(x), "f"(y) : "memory");
 #endif
 }
 
@@ -677,8 +670,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 if constexpr (kDqVec == 4)
                     red_add_f32x4(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j), acc_dq(j + 1), acc_dq(j + 2),
                                   acc_dq(j + 3));
-                else if constexpr (kDqVec == 2)
-                    red_add_f32x2(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j), acc_dq(j + 1));
                 else
                     red_add_f32(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j));
             }

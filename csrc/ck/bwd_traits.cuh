@@ -94,19 +94,19 @@ struct BwdKernelTraits
     static constexpr int kDqPerThread = kDqPartElems / kNThreads; // per part
     static_assert(kDqPerThread % 4 == 0);
     using SmemLayoutKtPart = Transposed<SmemLayout<kBlockN, kDqCols>, kBlockN, kDqCols>; // (kDqCols, N)
-    // dQ elements per reduction instruction on sm_90 (bwd_kernel.cuh dq_acc_index; red.global.add.v4 / .v2 / plain).
+    // dQ elements per reduction instruction on sm_90 (bwd_kernel.cuh dq_acc_index; red.global.add.v4 or plain).
     // Same-call A/B on H200, bf16, TFLOP/s at s=1k / 4k / 16k non-causal (causal):
     // - d64 128 x 128: 1 element 219.9 / 267.0 / 281.4 (164.1 / 242.6 / 282.1) vs 4 216.6 / 265.3 / 281.0
-    //   (159.9 / 240.4 / 279.9); 2 in between;
+    //   (159.9 / 240.4 / 279.9); red.global.add.v2 (2 elements) in between;
     // - d128 64 x 128: 4 elements 236.8 / 298.0 / 320.8 vs 1 233.4 / 294.0 / 312.6 and 2 235.7 / 293.7 / 314.9;
     // - d256 64 x 64: 4 elements 194.8 / 237.2 / 252.6 vs 1 185.9 / 224.1 / 237.6.
-    // Tiles not measured keep 4. -DMHA_BWD_DQ_VEC=n forces n for A/B builds.
+    // Tiles not measured keep 4. -DMHA_BWD_DQ_VEC=1 or 4 forces it for A/B builds.
 #ifdef MHA_BWD_DQ_VEC
     static constexpr int kDqVecSm90 = MHA_BWD_DQ_VEC;
 #else
     static constexpr int kDqVecSm90 = kHeadDim == 64 && kBlockM == 128 ? 1 : 4;
 #endif
-    static_assert(kDqPerThread % kDqVecSm90 == 0);
+    static_assert(kDqVecSm90 == 1 || kDqVecSm90 == 4);
     // K | V | (Q | dO) x stages | P | dS | (LSE, D) x stages (fp32)
     static constexpr int smem_bytes(int stages)
     {
