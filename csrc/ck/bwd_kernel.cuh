@@ -339,9 +339,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         }
         // LSE and D of the block's rows; rows past the end get P = 0 (LSE = +inf), D = 0. kAsyncStats: raw LSE through
         // cp.async with the tiles; else LSE * log2(e) through registers (the loads stall the first warps).
+        // Kt::kStatsOneRow: one row per thread of the first kBlockM under a plain predicate (the strided loop
+        // compiles to trip-count code: 3% of the d64 stall samples in ncu)
         float* stats = s_stats + st * 2 * kBlockM;
-        for (int r = tidx; r < kBlockM; r += Kt::kNThreads)
-        {
+        auto stats_row = [&](int r) {
             const int row = m_block * kBlockM + r;
             const bool ok = row < seqlen_q;
             if constexpr (Kt::kAsyncStats)
@@ -359,6 +360,16 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 stats[r]           = ok ? p.lse[lse_off + row] * kLog2e : INFINITY;
                 stats[kBlockM + r] = ok ? p.dsum[lse_off + row] : 0.f;
             }
+        };
+        if constexpr (Kt::kStatsOneRow)
+        {
+            if (tidx < kBlockM)
+                stats_row(tidx);
+        }
+        else
+        {
+            for (int r = tidx; r < kBlockM; r += Kt::kNThreads)
+                stats_row(r);
         }
     };
 
