@@ -96,6 +96,88 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             pages = p.kv.page_indptr ? p.kv.page_indices + p.kv.page_indptr[bidb]
                                      : p.kv.block_table + bidb * p.kv.block_table_batch_stride;
     }
+    // Decode tile on sm_90 with tensor maps (decode_ring.cuh): its first blocks are issued here, ahead of the Q copy
+    // and the rest of the setup, which otherwise delayed them by about 1.2 us per CTA (H200, %globaltimer stamps).
+    // Its boxes land in 1024-byte swizzle periods, so the stages must start on 1024-byte boundaries.
+    constexpr int kStageElems = Kt::kSmemKElems + Kt::kSmemVElems;
+    const bool use_ring = Kt::kRing && MHA_DECODE_TMA && p.kv.tma_box_rows > 0 && smem_addr(smem_raw) % 1024 == 0;
+#if MHA_DECODE_TMA
+    DecodeRing<Kt::kKvStages> ring;
+    if constexpr (Kt::kRing)
+        if (use_ring)
+            ring.init(smem_raw + Kt::kSmemBarOffset, tidx);
+    static_assert(!Kt::kRing || kBlockN <= 32, "one box (or one row) per lane");
+    // stage st: K, then V, at st * kStageElems
+    Element* const s_kv = reinterpret_cast<Element*>(smem_raw) + Kt::kSmemQOElems;
+    const int box_r     = p.kv.tma_box_rows;
+    const int row_base  = p.seq.is_group ? int(seq.k_row0) : 0;
+    const int outer     = p.seq.is_group ? 0 : int(kv_batch);
+    auto rows_of = [&](int n_block) { return min(kBlockN, seqlen_k - n_block * kBlockN); };
+    // key j's page and row in it: shifts for the usual power-of-two page sizes (a division is ~20 dependent
+    // instructions, and this warp issues one every ~5 cycles)
+    const int page_shift = page_size > 0 && (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+    auto page_index = [&](int j) { return page_shift >= 0 ? j >> page_shift : j / page_size; };
+    auto page_row   = [&](int j) { return page_shift >= 0 ? j & (page_size - 1) : j % page_size; };
+    int page_of = 0; // paged: the page of this lane's box in block n_issue
+    auto fetch_page = [&](int n_block) {
+        if (n_block < n_lo)
+            return;
+        const int rows = rows_of(n_block), r = rows == kBlockN ? box_r : 1;
+        const int first = tidx * r, j = n_block * kBlockN + first;
+        page_of = first < rows ? pages[page_index(j)] : 0;
+    };
+    // Copies block n_block into stage st; rows past seqlen_k are zeroed instead (P is 0 there, and 0 times
+    // stale bits must not make a NaN).
+    auto issue = [&](int n_block, int st) {
+        const int rows = rows_of(n_block);
+        const bool full = rows == kBlockN;
+        const int r = full ? box_r : 1, boxes = full ? kBlockN / box_r : rows;
+        ring.arm(st, uint32_t(boxes * r * (kHeadDim + kHeadDimV) * int(sizeof(Element))), tidx);
+        Element* const k_dst = s_kv + st * kStageElems;
+        Element* const v_dst = k_dst + Kt::kSmemKElems;
+        if (tidx < boxes)
+        {
+            const int first = tidx * r, j = n_block * kBlockN + first;
+            const int c1 = row_base + (page_size > 0 ? page_row(j) : j);
+            const int c3 = page_size > 0 ? page_of : outer;
+            const TmaDesc& mk = full ? p.kv.tma_k : p.kv.tma_k1;
+            const TmaDesc& mv = full ? p.kv.tma_v : p.kv.tma_v1;
+            CUTE_UNROLL
+            for (int c = 0; c < kHeadDim / Kt::kAtomQ; ++c)
+                ring.load(k_dst + (c * kBlockN + first) * Kt::kAtomQ, mk, c * Kt::kAtomQ, c1, bidh_k, c3, st);
+            CUTE_UNROLL
+            for (int c = 0; c < kHeadDimV / Kt::kAtomV; ++c)
+                ring.load(v_dst + (c * kBlockN + first) * Kt::kAtomV, mv, c * Kt::kAtomV, c1, bidh_k, c3, st);
+        }
+        if (!full) // a row of one atom column is kAtom contiguous elements (the swizzle stays inside it)
+            for (int i = rows + tidx; i < kBlockN; i += 32)
+            {
+                CUTE_UNROLL
+                for (int c = 0; c < kHeadDim / Kt::kAtomQ; ++c)
+                    zero_row(k_dst + (c * kBlockN + i) * Kt::kAtomQ, Kt::kAtomQ);
+                CUTE_UNROLL
+                for (int c = 0; c < kHeadDimV / Kt::kAtomV; ++c)
+                    zero_row(v_dst + (c * kBlockN + i) * Kt::kAtomV, Kt::kAtomV);
+            }
+    };
+    int n_issue = n_first >= n_lo ? n_first : n_lo - 1; // next block to copy (< n_lo: none left)
+    auto issue_next = [&](int st) {
+        if (n_issue < n_lo)
+            return;
+        issue(n_issue, st);
+        n_issue = next_block(n_issue);
+        if (page_size > 0)
+            fetch_page(n_issue);
+    };
+    if constexpr (Kt::kRing)
+        if (use_ring)
+        {
+            if (page_size > 0)
+                fetch_page(n_issue);
+            for (int st = 0; st < Kt::kKvStages - 1; ++st)
+                issue_next(st);
+        }
+#endif
     const int64_t q_off = p.seq.is_group ? seq.q_row0 * p.q_row_stride : bidb * p.q_batch_stride;
     const int64_t k_off = page_size > 0 ? 0 : p.seq.is_group ? seq.k_row0 * p.k_row_stride : kv_batch * p.k_batch_stride;
     const int64_t v_off = page_size > 0 ? 0 : p.seq.is_group ? seq.k_row0 * p.v_row_stride : kv_batch * p.v_batch_stride;
@@ -238,7 +320,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     else
         copy_tile_pred(gmem_copy_qk, tQgQ, tQsQ, tQcQ, seqlen_q - m_begin, p.hdim_q);
     // K / V block n into stage `st` (kSplit double-buffers; offsets are whole swizzle periods)
-    constexpr int kStageElems = Kt::kSmemKElems + Kt::kSmemVElems;
     auto stage_view = [&](auto& t, int st) {
         if constexpr (Kt::kSplit)
             return make_tensor(t.data() + st * kStageElems, t.layout());
@@ -277,9 +358,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         else
             copy_tile_pred(gmem_copy_v, gmem_thr_v.partition_S(tile_v(n_block)), dst, tVcV, rows_left, p.hdim_v);
     };
-    // Decode tile on sm_90 with tensor maps: the ring below issues its own blocks. Its boxes land in 1024-byte
-    // swizzle periods, so the stages must start on 1024-byte boundaries.
-    const bool use_ring = Kt::kRing && MHA_DECODE_TMA && p.kv.tma_box_rows > 0 && smem_addr(smem_raw) % 1024 == 0;
     if (!use_ring && n_first >= n_lo)
         load_k(n_first, 0);
     cute::cp_async_fence();
@@ -409,78 +487,11 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         // Decode tile on sm_90: a ring of kKvStages stages filled by the tensor copy engine (decode_ring.cuh),
         // kKvStages - 1 blocks in flight while one computes. Lane t issues the boxes of rows [t * R, (t + 1) * R)
         // of a block (R = tma_box_rows; a partial last block: row t alone, from the one-row maps); its page id
-        // is read one block ahead, so issuing never waits on the page table.
+        // is read one block ahead, so issuing never waits on the page table. The ring and its first blocks were
+        // set up in the prologue (issue_next above).
         if constexpr (Kt::kRing)
         {
             constexpr int kStages = Kt::kKvStages;
-            static_assert(kBlockN <= 32, "one box (or one row) per lane");
-            DecodeRing<kStages> ring;
-            ring.init(smem_raw + Kt::kSmemBarOffset, tidx);
-            Element* const s_kv = smem + Kt::kSmemQOElems; // stage st: K, then V, at st * kStageElems
-            const int box_r     = p.kv.tma_box_rows;
-            const int row_base  = p.seq.is_group ? int(seq.k_row0) : 0;
-            const int outer     = p.seq.is_group ? 0 : int(kv_batch);
-            auto rows_of = [&](int n_block) { return min(kBlockN, seqlen_k - n_block * kBlockN); };
-            // key j's page and row in it: shifts for the usual power-of-two page sizes (a division is ~20
-            // dependent instructions, and this warp issues one every ~5 cycles)
-            const int page_shift = page_size > 0 && (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
-            auto page_index = [&](int j) { return page_shift >= 0 ? j >> page_shift : j / page_size; };
-            auto page_row   = [&](int j) { return page_shift >= 0 ? j & (page_size - 1) : j % page_size; };
-            int page_of = 0; // paged: the page of this lane's box in block n_issue
-            auto fetch_page = [&](int n_block) {
-                if (n_block < n_lo)
-                    return;
-                const int rows = rows_of(n_block), r = rows == kBlockN ? box_r : 1;
-                const int first = tidx * r, j = n_block * kBlockN + first;
-                page_of = first < rows ? pages[page_index(j)] : 0;
-            };
-            // Copies block n_block into stage st; rows past seqlen_k are zeroed instead (P is 0 there, and 0 times
-            // stale bits must not make a NaN).
-            auto issue = [&](int n_block, int st) {
-                const int rows = rows_of(n_block);
-                const bool full = rows == kBlockN;
-                const int r = full ? box_r : 1, boxes = full ? kBlockN / box_r : rows;
-                ring.arm(st, uint32_t(boxes * r * (kHeadDim + kHeadDimV) * int(sizeof(Element))), tidx);
-                Element* const k_dst = s_kv + st * kStageElems;
-                Element* const v_dst = k_dst + Kt::kSmemKElems;
-                if (tidx < boxes)
-                {
-                    const int first = tidx * r, j = n_block * kBlockN + first;
-                    const int c1 = row_base + (page_size > 0 ? page_row(j) : j);
-                    const int c3 = page_size > 0 ? page_of : outer;
-                    const TmaDesc& mk = full ? p.kv.tma_k : p.kv.tma_k1;
-                    const TmaDesc& mv = full ? p.kv.tma_v : p.kv.tma_v1;
-                    CUTE_UNROLL
-                    for (int c = 0; c < kHeadDim / Kt::kAtomQ; ++c)
-                        ring.load(k_dst + (c * kBlockN + first) * Kt::kAtomQ, mk, c * Kt::kAtomQ, c1, bidh_k, c3, st);
-                    CUTE_UNROLL
-                    for (int c = 0; c < kHeadDimV / Kt::kAtomV; ++c)
-                        ring.load(v_dst + (c * kBlockN + first) * Kt::kAtomV, mv, c * Kt::kAtomV, c1, bidh_k, c3, st);
-                }
-                if (!full) // a row of one atom column is kAtom contiguous elements (the swizzle stays inside it)
-                    for (int i = rows + tidx; i < kBlockN; i += 32)
-                    {
-                        CUTE_UNROLL
-                        for (int c = 0; c < kHeadDim / Kt::kAtomQ; ++c)
-                            zero_row(k_dst + (c * kBlockN + i) * Kt::kAtomQ, Kt::kAtomQ);
-                        CUTE_UNROLL
-                        for (int c = 0; c < kHeadDimV / Kt::kAtomV; ++c)
-                            zero_row(v_dst + (c * kBlockN + i) * Kt::kAtomV, Kt::kAtomV);
-                    }
-            };
-            int n_issue = n_first >= n_lo ? n_first : n_lo - 1; // next block to copy (< n_lo: none left)
-            if (page_size > 0)
-                fetch_page(n_issue);
-            auto issue_next = [&](int st) {
-                if (n_issue < n_lo)
-                    return;
-                issue(n_issue, st);
-                n_issue = next_block(n_issue);
-                if (page_size > 0)
-                    fetch_page(n_issue);
-            };
-            for (int st = 0; st < kStages - 1; ++st)
-                issue_next(st);
             cute::cp_async_wait<0>(); // Q
             int st = 0, phase = 0, st_issue = kStages - 1;
             for (int n = n_first; n >= n_lo; n = next_block(n))
