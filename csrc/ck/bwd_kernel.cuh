@@ -512,6 +512,37 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     };
     int32_t* turns = p.dq_turn ? p.dq_turn + (int64_t(bidb) * p.nhead_q + bidh) * m_blocks_total : nullptr;
 
+    // dQ reductions of one column part: the kDqVec-element vector j of fragment `acc` into `tile`
+    constexpr int kDqVec  = dq_vec<Kt>();
+    constexpr int kDqReds = Kt::kDqPerThread / kDqVec;
+    auto red_dq = [&](float* tile, auto const& acc, int j) {
+        if constexpr (kDqVec == 4)
+            red_add_f32x4(tile + dq_acc_index<Kt>(j * 4, tidx), acc(j * 4), acc(j * 4 + 1), acc(j * 4 + 2),
+                          acc(j * 4 + 3));
+        else
+            red_add_f32(tile + dq_acc_index<Kt>(j, tidx), acc(j));
+    };
+    // Kt::kDqDefer (never in deterministic mode, whose turns order the additions): the last column part's
+    // reductions of a step wait in registers and go out during the next step's dP GEMM, two after each of its first
+    // k slices, instead of in one burst before the loop-top barrier.
+    const bool dq_defer = Kt::kDqDefer && turns == nullptr;
+    Tensor dq_pend = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<Kt::kDqCols>>{});
+    float* dq_pend_tile = nullptr; // where dq_pend goes; null: nothing pending
+    constexpr int kRedsPerK = 2;
+    auto flush_after_k = [&](int k) {
+        if constexpr (Kt::kDqDefer)
+        {
+            if (dq_pend_tile != nullptr)
+            {
+                CUTE_UNROLL
+                for (int r = 0; r < kRedsPerK; ++r)
+                    if (k * kRedsPerK + r < kDqReds)
+                        red_dq(dq_pend_tile, dq_pend, k * kRedsPerK + r);
+            }
+        }
+    };
+    static_assert(!Kt::kDqDefer || kRedsPerK * decltype(size<2>(tdPrdO))::value >= kDqReds);
+
     constexpr int kStages = Kt::kQStages;
     int st = 0; // stage of m_block
     for (int m_block = m_block_min; m_block < m_block_max; ++m_block, st = st + 1 == kStages ? 0 : st + 1)
@@ -564,7 +595,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         gemm_smem_smem(acc_s, tSrQ, tSrK, stage(tSsQ, st), tSsK, mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp,
                        thr_b_sdp);
         gemm_smem_smem(acc_dp, tdPrdO, tdPrV, stage(tdPsdO, st), tdPsV, mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp,
-                       thr_b_sdp);
+                       thr_b_sdp, flush_after_k);
 
         // logits as the forward saw them, the mask, P = exp(logit - LSE), dropout, dS = P (dP - D)
         // (plain: the scale is folded into the exponent, x_log2 = S * scale * log2(e))
@@ -674,15 +705,16 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 __syncthreads();
             }
             float* dq_tile = dq_acc + int64_t(m_block) * Kt::kDqTileElems + part * Kt::kDqPartElems;
-            constexpr int kDqVec = dq_vec<Kt>();
-            CUTE_UNROLL
-            for (int j = 0; j < Kt::kDqPerThread; j += kDqVec)
+            if (dq_defer && part == Kt::kDqSplit - 1)
             {
-                if constexpr (kDqVec == 4)
-                    red_add_f32x4(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j), acc_dq(j + 1), acc_dq(j + 2),
-                                  acc_dq(j + 3));
-                else
-                    red_add_f32(dq_tile + dq_acc_index<Kt>(j, tidx), acc_dq(j));
+                cute::copy(acc_dq, dq_pend);
+                dq_pend_tile = dq_tile;
+            }
+            else
+            {
+                CUTE_UNROLL
+                for (int j = 0; j < kDqReds; ++j)
+                    red_dq(dq_tile, acc_dq, j);
             }
         }
         if (turns != nullptr)
@@ -692,6 +724,13 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
             if (tidx == 0)
                 atomicAdd(turns + m_block, 1);
         }
+    }
+
+    if (dq_defer && dq_pend_tile != nullptr) // the last step's
+    {
+        CUTE_UNROLL
+        for (int j = 0; j < kDqReds; ++j)
+            red_dq(dq_pend_tile, dq_pend, j);
     }
 
     // ---- epilogue: dK = scale * acc, dV; per query head ----

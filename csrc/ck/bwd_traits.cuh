@@ -107,6 +107,20 @@ struct BwdKernelTraits
     static constexpr int kDqVecSm90 = kHeadDim == 64 && kBlockM == 128 ? 1 : 4;
 #endif
     static_assert(kDqVecSm90 == 1 || kDqVecSm90 == 4);
+    // The last dQ column part's reductions of a step issued during the next step's dP GEMM (bwd_kernel.cuh
+    // dq_pend), not in a burst before the loop-top barrier: the burst fills the LSU queue and the next step's first
+    // instructions wait for the registers it reads. Same-call A/B on H200, bf16, TFLOP/s at s=1k / 4k / 16k:
+    // - d256 64 x 64: non-causal 194.5 / 237.1 / 252.4 -> 198.6 / 244.8 / 260.9, causal 150.4 / 214.9 / 252.8 ->
+    //   153.8 / 222.4 / 262.6 (24 B of spill). One after each of the first eight k slices: within 0.5% of that; one
+    //   every other k slice: +1.5-2.8%; during the S GEMM: +0.8-1.7%; the first part's reductions also deferred, into
+    //   the second part's GEMM: 220 B of spill, -13%.
+    // - d128 64 x 128: -1.3-2% (96 B of spill; -2.5-3% issued during the S GEMM); d64 128 x 128 spills 280 B.
+    // The feature instances were not measured and keep the burst. -DMHA_BWD_DQ_DEFER=0 or 1 forces it for A/B builds.
+#ifdef MHA_BWD_DQ_DEFER
+    static constexpr bool kDqDefer = MHA_BWD_DQ_DEFER;
+#else
+    static constexpr bool kDqDefer = kHeadDim == 256 && kBlockM == 64 && kBlockN == 64 && kFeatures == 0;
+#endif
     // LSE / D rows of a Q / dO block loaded under a predicate (tidx < kBlockM) instead of a strided loop. Same-call
     // A/B, H200 bf16, s = 1k / 4k / 16k: d64 128 x 128 +0.7-1.4% (16k non-causal 283.2 -> 286.2, causal 281.9 ->
     // 285.5); d256 64 x 64 -2.5-3% (it spills 20 B). Tiles not measured keep the loop.

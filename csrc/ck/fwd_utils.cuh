@@ -106,12 +106,19 @@ __device__ __forceinline__ void store_tile_pred(TiledCopy const& tiled_copy, TS 
 
 // ---------------------------------------------------------------------------------------------------------------
 // GEMMs. Operands come from shared memory through ldmatrix, one 16-wide k slice ahead of the MMAs that use it.
+// `after_k(k)` runs after the MMAs of k slice k (the backward issues deferred dQ reductions there).
 // ---------------------------------------------------------------------------------------------------------------
+struct NoKHook
+{
+    __device__ __forceinline__ void operator()(int) const {}
+};
+
 template <typename Acc, typename RA, typename RB, typename SA, typename SB, typename TiledMma, typename CopyA,
-          typename CopyB, typename ThrCopyA, typename ThrCopyB>
+          typename CopyB, typename ThrCopyA, typename ThrCopyB, typename KHook = NoKHook>
 __device__ __forceinline__ void gemm_smem_smem(Acc& acc, RA& tCrA, RB& tCrB, SA const& tCsA, SB const& tCsB,
                                                TiledMma const& tiled_mma, CopyA const& copy_a, CopyB const& copy_b,
-                                               ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b)
+                                               ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b,
+                                               KHook const& after_k = {})
 {
     Tensor tCrA_view = thr_copy_a.retile_D(tCrA);
     Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
@@ -126,6 +133,7 @@ __device__ __forceinline__ void gemm_smem_smem(Acc& acc, RA& tCrA, RB& tCrB, SA 
             cute::copy(copy_b, tCsB(_, _, k + 1), tCrB_view(_, _, k + 1));
         }
         cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+        after_k(k);
     }
 }
 
