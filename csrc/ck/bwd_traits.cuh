@@ -155,6 +155,9 @@ struct BwdKernelTraits
                                               SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>>::type;
     using GmemCopyV  = typename GmemTiledCopy<Element, kHeadDimV, kNThreads,
                                               SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>>::type;
+    // dK / dV: shared -> global, 16 bytes per thread per access (bwd_kernel.cuh epilogue)
+    using GmemStoreK = typename GmemTiledCopy<Element, kHeadDim, kNThreads, UniversalCopy<cute::uint128_t>>::type;
+    using GmemStoreV = typename GmemTiledCopy<Element, kHeadDimV, kNThreads, UniversalCopy<cute::uint128_t>>::type;
 };
 
 } // namespace mha::ck
