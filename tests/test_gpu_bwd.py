@@ -391,6 +391,30 @@ def test_strided_inputs_and_outputs():
     run_batch(q, k, v, do, Feat(scale=0.125, mask_type=1, right=0), "bhsd views")
 
 
+def test_gradient_outputs_not_16_byte_aligned():
+    """dK / dV rows that are not 16-byte aligned take the kernel's element-pair epilogue (aligned ones go through
+    shared memory as 16-byte chunks): views with a head stride of d + 4 elements put every other head 8 bytes off.
+    MHA, so the kernel writes the caller's views itself; the 4 padding columns must stay NaN."""
+    b, sq, sk, h, d = 2, 100, 140, 4, 128
+    q, k, v, do = make_qkv(b, sq, sk, h, h, d, d, torch.bfloat16, seed_of("unaligned"))
+    f = Feat(scale=d ** -0.5, mask_type=1, right=0)
+    out, lse, keep = forward(q, k, v, f)
+    dk_buf = torch.full((b, sk, h, d + 4), NAN, device=DEV, dtype=q.dtype)
+    dv_buf = torch.full((b, sk, h, d + 4), NAN, device=DEV, dtype=q.dtype)
+    dk, dv = dk_buf[..., :d], dv_buf[..., :d]
+    assert dk.stride(2) % 8 != 0
+    res = call(aiter_mha.mha_bwd, do, q, k, v, out, lse, 0.0, f.scale, deterministic=False, dk=dk, dv=dv,
+               **f.bwd_mask_kwargs())
+    assert res[1] is dk and res[2] is dv
+    dq = torch.from_dlpack(res[0]) if not isinstance(res[0], torch.Tensor) else res[0]
+    torch.cuda.synchronize()
+    ref = reference_batch(q, k, v, do, f, keep, torch.float32)
+    naive = reference_batch(q, k, v, do, f, keep, q.dtype)
+    for name, got, r, n in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, naive):
+        assert_bar(got, r, n, f"unaligned views: {name}")
+    assert torch.isnan(dk_buf[..., d:]).all() and torch.isnan(dv_buf[..., d:]).all()
+
+
 def test_library_rejection_is_a_runtime_error():
     q, k, v, do = make_qkv(1, 16, 16, 2, 2, 64, 64, torch.float16, 5)
     out, lse, _ = forward(q, k, v, Feat(scale=0.125))
