@@ -2,6 +2,8 @@
 //   prefill  mha_batch_prefill (SGLang page table) vs mha_fwd in group mode, with GQA, masks, soft-cap and dropout
 //   bigpool  mha_fwd_splitkv over a pool of 140,000 pages (block ids > 65,535, > 2^31 elements per cache) vs mha_fwd
 //            on the same keys gathered densely
+//   ragged   batch-mode mha_fwd_splitkv with per-sequence key counts below the cache's capacity (dense and paged,
+//            NaN past every sequence) vs mha_fwd in group mode
 //   graph    a split-KV decode step captured into a CUDA graph replays bit for bit what the eager call wrote (cluster
 //            merge, combine kernel, placement clusters)
 // Prints "<case> max_err=<e> lse_err=<e> ok|FAIL" per case and exits non-zero on any failure.
@@ -277,6 +279,108 @@ bool bigpool_case()
     return ok;
 }
 
+// Batch-mode split-KV over a cache of `cap` rows per sequence where each sequence holds lens[i] <= cap keys
+// (seqlen_k_ptr, as serving engines call it), against mha_fwd in group mode on the keys packed densely. Cache rows
+// past a sequence's length are NaN and, paged, its block-table entries past its last page point at a NaN page, so
+// reading any of them shows. Q / O [b, sq, h, d]; bottom-right causal when sq > 1.
+bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, int page, int sq, uint32_t seed)
+{
+    const int b = int(lens.size()), h = 32, hk = 8, d = 128;
+    std::mt19937 g(seed);
+    std::vector<int> qs(b + 1, 0), ks(b + 1, 0);
+    for (int i = 0; i < b; ++i)
+        qs[i + 1] = qs[i] + sq, ks[i + 1] = ks[i] + lens[i];
+    const int tq = qs[b], tk = ks[b];
+    auto q = random_bf16(size_t(tq) * h * d, g), k = random_bf16(size_t(tk) * hk * d, g),
+         v = random_bf16(size_t(tk) * hk * d, g);
+    const size_t row = size_t(hk) * d;
+    const int per_seq = (cap + page - 1) / std::max(page, 1);
+    std::vector<int> table;
+    std::vector<bf16> kc, vc;
+    if (page > 0)
+    {
+        // pages of all sequences shuffled over a pool; the pool's last page (all NaN) fills the tables' tails
+        const int used = b * per_seq, pool = used + 1;
+        std::vector<int> ids(used);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), g);
+        table.assign(size_t(b) * per_seq, pool - 1);
+        for (int i = 0; i < b; ++i)
+            for (int p = 0; p < (lens[i] + page - 1) / page; ++p)
+                table[size_t(i) * per_seq + p] = ids[size_t(i) * per_seq + p];
+        kc.assign(size_t(pool) * page * row, __float2bfloat16(NAN));
+    }
+    else
+        kc.assign(size_t(b) * cap * row, __float2bfloat16(NAN));
+    vc = kc;
+    for (int i = 0; i < b; ++i)
+        for (int j = 0; j < lens[i]; ++j)
+        {
+            const size_t dst = page > 0 ? (size_t(table[size_t(i) * per_seq + j / page]) * page + j % page) * row
+                                        : (size_t(i) * cap + j) * row;
+            std::copy_n(k.begin() + size_t(ks[i] + j) * row, row, kc.begin() + dst);
+            std::copy_n(v.begin() + size_t(ks[i] + j) * row, row, vc.begin() + dst);
+        }
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *dkc = upload(kc), *dvc = upload(vc);
+    int *dqs = upload(qs), *dks = upload(ks), *dl = upload(lens), *dt = page > 0 ? upload(table) : nullptr;
+    const size_t on = size_t(tq) * h * d;
+    bf16 *o1 = nullptr, *o2 = nullptr;
+    float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
+    CHECK(cudaMalloc(&o1, on * 2));
+    CHECK(cudaMalloc(&o2, on * 2));
+    CHECK(cudaMalloc(&l1, size_t(h) * tq * 4));
+    CHECK(cudaMalloc(&l2, size_t(h) * tq * 4));
+    CHECK(cudaMalloc(&lacc, size_t(std::max(splits, 1)) * h * tq * 4));
+    CHECK(cudaMalloc(&oacc, size_t(std::max(splits, 1)) * h * tq * d * 4));
+    CHECK(cudaMemset(o2, 0xFF, on * 2)); // NaN: every element must be written
+    CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
+    const int mask_type = sq > 1 ? 2 : 0, wr = sq > 1 ? 0 : -1;
+
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16", a.is_group_mode = true, a.has_lse = true;
+    a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o1, a.lse_ptr = l1;
+    a.seqstart_q_ptr = dqs, a.seqstart_k_ptr = dks;
+    a.batch = b, a.max_seqlen_q = sq, a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = hk;
+    a.scale_s = 1.f / std::sqrt(float(d));
+    a.stride_q = a.stride_o = h * d, a.stride_k = a.stride_v = hk * d;
+    a.nhead_stride_q = a.nhead_stride_o = d, a.nhead_stride_k = a.nhead_stride_v = d;
+    a.nhead_stride_lse = tq;
+    a.window_size_left = -1, a.window_size_right = wr, a.mask_type = mask_type;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    const float t1 = aiter::mha_fwd(a, ck_tile::stream_config{});
+
+    aiter::mha_fwd_splitkv_args s{};
+    s.q_ptr = dq, s.k_ptr = dkc, s.v_ptr = dvc, s.o_ptr = o2, s.lse_ptr = l2, s.lse_acc_ptr = lacc, s.o_acc_ptr = oacc;
+    s.block_table_ptr = dt, s.batch_stride_block_table = page > 0 ? per_seq : 0, s.page_block_size = page;
+    s.seqlen_k_ptr = dl;
+    s.seqlen_q = sq, s.seqlen_k = cap, s.batch = b, s.max_seqlen_q = sq, s.hdim_q = s.hdim_v = d;
+    s.nhead_q = h, s.nhead_k = hk, s.num_splits = splits, s.scale_s = a.scale_s;
+    s.stride_q = s.stride_o = h * d, s.stride_k = s.stride_v = hk * d;
+    s.nhead_stride_q = s.nhead_stride_o = s.nhead_stride_k = s.nhead_stride_v = d;
+    s.batch_stride_q = s.batch_stride_o = sq * h * d;
+    s.batch_stride_k = s.batch_stride_v = page > 0 ? page * hk * d : cap * hk * d;
+    s.nhead_stride_lse = tq, s.batch_stride_lse = sq; // the reference's [h, total_q] layout
+    // partials [splits, b, h, sq] / [splits, b, h, sq, d]
+    s.stride_o_acc = d, s.nhead_stride_o_acc = sq * d, s.batch_stride_o_acc = h * sq * d;
+    s.split_stride_o_acc = b * h * sq * d;
+    s.nhead_stride_lse_acc = sq, s.batch_stride_lse_acc = h * sq, s.split_stride_lse_acc = b * h * sq;
+    s.window_size_left = -1, s.window_size_right = wr, s.mask_type = mask_type;
+    const float t2 = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false,
+                                            sq > 1 ? mask_enum::mask_bottom_right : mask_enum::no_mask,
+                                            bias_enum::no_bias, true);
+    CHECK(cudaDeviceSynchronize());
+    bool ok = t1 >= 0 && t2 >= 0;
+    if (!ok)
+        std::printf("%s FAIL: %s\n", name, aiter::mha_get_last_error());
+    else
+        ok = compare(name, download(o1, on), download(o2, on), download(l1, size_t(h) * tq),
+                     download(l2, size_t(h) * tq));
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)dkc, (void*)dvc, (void*)dqs, (void*)dks, (void*)dl,
+                    (void*)dt, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
+        cudaFree(x);
+    return ok;
+}
+
 // A decode step captured into a CUDA graph (as serving engines run it) on a stream of its own must replay bit for bit
 // what the eager call computed. On sm_90, 8 splits merge inside thread-block clusters, 16 go through the combine
 // kernel launched as a programmatic dependent, and one split over 157 key blocks at b=4 launches placement clusters.
@@ -362,6 +466,19 @@ int main()
     ok &= prefill_case("prefill page32 dropout", {100, 64}, {120, 90}, 4, 2, 128, 32, 2, -1, 0, 0.f, 0.3f, 4);
     ok &= prefill_case("prefill page64 d256 empty seq", {0, 50, 9}, {10, 0, 77}, 2, 1, 256, 64, 1, -1, 0, 0.f, 0.f, 5);
     ok &= bigpool_case();
+    // cache capacity 3000 (94 key blocks of 32): lengths that end on, just after and just before a block, one key,
+    // and splits left empty by short sequences; 3 and 8 splits merge in clusters, 16 in the combine kernel, 0 is
+    // the heuristic
+    const std::vector<int> lens = {3000, 1, 33, 1777, 2048, 31, 2999, 64};
+    for (int splits : {0, 1, 3, 8, 16})
+        for (int page : {0, 16, 128})
+        {
+            char name[96];
+            std::snprintf(name, sizeof(name), "ragged splitkv splits=%d page=%d", splits, page);
+            ok &= ragged_case(name, lens, 3000, splits, page, 1, 20 + splits + page);
+        }
+    ok &= ragged_case("ragged splitkv causal sq=3 splits=4", {3000, 5, 900}, 3000, 4, 0, 3, 60);
+    ok &= ragged_case("ragged splitkv causal sq=3 splits=4 page=16", {3000, 5, 900}, 3000, 4, 16, 3, 61);
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{4, 1}})
         ok &= graph_case(b, splits);
     std::printf("kvcache_check: %s\n", ok ? "all ok" : "FAILED");
