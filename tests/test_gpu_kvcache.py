@@ -1,7 +1,9 @@
 """GPU checks of the paged entry points (tests/cpp/kvcache_check.cpp, built against the library under test):
 mha_batch_prefill (SGLang page table; page sizes 1-128, GQA, masks, soft-cap, dropout with identical random values,
 empty sequences, d=256) against mha_fwd in group mode on the same data, and mha_fwd_splitkv over a 140,000-page pool
-(block ids above 65,535, caches over 2^31 elements) against mha_fwd on the same keys gathered densely.
+(block ids above 65,535, caches over 2^31 elements) against mha_fwd on the same keys gathered densely, and
+batch-mode mha_fwd_splitkv with per-sequence key counts (seqlen_k_ptr) below the cache's capacity, dense and paged,
+with NaN in every cache row and block-table entry past a sequence.
 Skipped without a GPU or when the build has no split-KV instances (`python3 compile.py --api fwd,fwd_splitkv`).
 """
 import os
