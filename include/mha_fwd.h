@@ -297,17 +297,17 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 // Not in AITER: the split count mha_fwd_splitkv uses for num_splits = 0, so a caller can size lse_acc / o_acc
 // ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32; group mode [num_splits, nhead_q, total_q(, hdim_v)]).
 // Query heads sharing a KV head are packed into one CTA (unless bias_type != 0); up to 16 packed rows run on the
-// decode tile (32-key blocks, two-warp CTAs, 4 per SM), more on the 64 x 64 prefill tile (64-key blocks, 2 per SM).
-// - Decode tile, CTAs within one wave (SMs x 4 resident): splits = SMs x 3 / CTAs, at most 128 and the key blocks,
-//   then the fewest splits with the same key blocks per split. The kernel is memory-bound and about three decode
-//   CTAs per SM already read at full bandwidth; fewer splits mean longer streams and less merge work.
+// decode tile (32-key blocks, 6 CTAs per SM), more on the 64 x 64 prefill tile (64-key blocks, 2 per SM).
+// - Decode tile, CTAs within one wave (SMs x 6 resident): splits = SMs x 4 / CTAs, at most 128 and the key blocks,
+//   then the fewest splits with the same key blocks per split. The kernel is memory-bound and about four one-warp
+//   CTAs per SM already read at full bandwidth; fewer splits mean less partial traffic.
 // - Otherwise: the fewest splits whose last wave is at least 85% as full as the best split count's (counts that leave
 //   the key blocks per split unchanged are skipped); the prefill tile takes 1 once the grid fills 80% of a wave.
-// Worked numbers on an H200 (132 SMs: 396 decode CTAs aimed at, 528 resident), decode with seqlen_q = 1 and 32 query
-// heads on 8 KV heads (one CTA per KV head and split): b=1 -> 8 CTAs -> 49 splits; with 128k keys (4096 blocks of
-// 32) that is 84 blocks per split, still 49 splits (392 CTAs); with 1k keys (32 blocks) 32 splits of one block.
-// b=16 -> 128 CTAs -> 3 splits (384 CTAs). b=64 -> 512 CTAs -> 1 split (no combine pass). b=128 -> 1024 CTAs, 1.94
-// resident waves -> 1 split (the last wave 94% full).
+// Worked numbers on an H200 (132 SMs: 528 decode CTAs aimed at, 792 resident), decode with seqlen_q = 1 and 32 query
+// heads on 8 KV heads (one CTA per KV head and split): b=1 -> 8 CTAs -> 66 splits; with 128k keys (4096 blocks of
+// 32) that is 63 blocks per split, still 66 splits (528 CTAs); with 1k keys (32 blocks) 32 splits of one block.
+// b=16 -> 128 CTAs -> 4 splits (512 CTAs). b=64 -> 512 CTAs -> 1 split (no combine pass). b=128 -> 1024 CTAs, 1.29
+// resident waves -> 2 splits (2.6 waves).
 __attribute__((visibility("default"))) int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k,
                                                                       int max_seqlen_q, int max_seqlen_k,
                                                                       int bias_type = 0);

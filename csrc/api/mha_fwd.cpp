@@ -21,15 +21,14 @@ namespace {
 constexpr float kLog2e       = 1.4426950408889634f;
 constexpr int kMaxKvRowStride = 1 << 24; // 127 rows * stride + hdim fits the kernels' 32-bit in-block offsets
 
-// splitkv_tiles in csrc/codegen/generate.py: a 16-row decode tile with 32-key blocks (two warps of 253 registers
-// per CTA, FwdKernelTraits::kKeyWarps: four CTAs per SM on sm_90) and a 64 x 64 prefill tile (two per SM).
+// splitkv_tiles in csrc/codegen/generate.py: a 16-row decode tile with 32-key blocks (six one-warp CTAs per SM on
+// sm_90, FwdKernelTraits::kDecodeSmemBudget) and a 64 x 64 prefill tile (two per SM).
 constexpr int kDecodeBlockM = 16, kPrefillBlockM = 64, kDecodeBlockN = 32, kPrefillBlockN = 64;
-constexpr int kDecodeCtasPerSm = 4, kPrefillCtasPerSm = 2;
-// Decode CTAs per SM the split count aims for within one wave: about three two-warp CTAs per SM read at full
-// bandwidth, and fewer splits mean longer streams and less merge work (H200, d128, same call, KV GB/s at 2 / 3 / 4
-// CTAs per SM: b=16 8k 4078 / 4102 / 4073, b=8 8k 3829 / 3887 / 3815, b=1 32k 3118 / 3134 / 3018; b=1 128k 4011 /
-// 3984 / 3912 and b=32 8k 4313 / - / 4186 prefer two).
-constexpr int kDecodeFillPerSm = 3;
+constexpr int kDecodeCtasPerSm = 6, kPrefillCtasPerSm = 2;
+// Decode CTAs per SM the split count aims for within one wave: about four one-warp CTAs per SM already read at full
+// bandwidth (H200, d128, 128k keys, b=16: 4 splits = 512 CTAs 4.65 TB/s, 6 splits = 768 CTAs 4.50), and fewer
+// splits mean less partial traffic for the combine pass.
+constexpr int kDecodeFillPerSm = 4;
 
 int split_block_m(int64_t rows) { return rows <= kDecodeBlockM ? kDecodeBlockM : kPrefillBlockM; }
 

@@ -40,11 +40,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
 #endif
 
     const int tidx   = threadIdx.x;
-    // kKeyWarps > 1 (decode tile): warp kw takes keys [kw * kBlockNW, (kw + 1) * kBlockNW) of every key block; the
-    // MMA and shared-memory partitions are one warp's, by lane
-    constexpr int kBlockNW = Kt::kBlockNW;
-    const int lane = Kt::kKeyWarps > 1 ? tidx % 32 : tidx;
-    const int kw   = Kt::kKeyWarps > 1 ? tidx / 32 : 0;
     // Heavier row blocks first when masked (a causal mask makes later row blocks longer): shortens the tail.
     const int m_block = p.mask.is_none() ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
     const int bidh    = blockIdx.y; // query head; with packing (kSplit, pack_ratio > 1) the KV head
@@ -111,11 +106,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     DecodeRing<Kt::kKvStages> ring;
     if constexpr (Kt::kRing)
         if (use_ring)
-        {
             ring.init(smem_raw + Kt::kSmemBarOffset, tidx);
-            if constexpr (Kt::kKeyWarps > 1)
-                __syncthreads(); // every warp waits on the barriers
-        }
     static_assert(!Kt::kRing || kBlockN <= 32, "one box (or one row) per lane");
     // stage st: K, then V, at st * kStageElems
     Element* const s_kv = reinterpret_cast<Element*>(smem_raw) + Kt::kSmemQOElems;
@@ -251,30 +242,26 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     Tensor tKcK = gmem_thr_qk.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
     Tensor tVcV = gmem_thr_v.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDimV>>{}));
 
-    // this warp's keys of a K / V block
-    Tensor sKw  = local_tile(sK, Shape<Int<kBlockNW>, Int<kHeadDim>>{}, make_coord(kw, 0));
-    Tensor sVtw = local_tile(sVt, Shape<Int<kHeadDimV>, Int<kBlockNW>>{}, make_coord(0, kw));
-
     typename Kt::TiledMma tiled_mma;
-    auto thr_mma = tiled_mma.get_thread_slice(lane);
+    auto thr_mma = tiled_mma.get_thread_slice(tidx);
     Tensor tSrQ  = thr_mma.partition_fragment_A(sQ);                                     // (MMA, MMA_M, MMA_K)
-    Tensor tSrK  = thr_mma.partition_fragment_B(sKw);                                    // (MMA, MMA_N, MMA_K)
+    Tensor tSrK  = thr_mma.partition_fragment_B(sK);                                     // (MMA, MMA_N, MMA_K)
     Tensor tOrVt = thr_mma.partition_fragment_B(
-        make_tensor(sV.data(), Layout<Shape<Int<kHeadDimV>, Int<kBlockNW>>>{}));         // (MMA, MMA_Kv, MMA_N)
+        make_tensor(sV.data(), Layout<Shape<Int<kHeadDimV>, Int<kBlockN>>>{}));          // (MMA, MMA_Kv, MMA_N)
     Tensor acc_o = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kHeadDimV>>{}); // (MMA, MMA_M, MMA_Kv)
 
     auto smem_copy_q = make_tiled_copy_A(typename Kt::SmemCopyAtom{}, tiled_mma);
-    auto smem_thr_q  = smem_copy_q.get_thread_slice(lane);
+    auto smem_thr_q  = smem_copy_q.get_thread_slice(tidx);
     Tensor tSsQ      = smem_thr_q.partition_S(sQ);
     auto smem_copy_k = make_tiled_copy_B(typename Kt::SmemCopyAtom{}, tiled_mma);
-    auto smem_thr_k  = smem_copy_k.get_thread_slice(lane);
-    Tensor tSsK      = smem_thr_k.partition_S(sKw);
+    auto smem_thr_k  = smem_copy_k.get_thread_slice(tidx);
+    Tensor tSsK      = smem_thr_k.partition_S(sK);
     auto smem_copy_v = make_tiled_copy_B(typename Kt::SmemCopyAtomTransposed{}, tiled_mma);
-    auto smem_thr_v  = smem_copy_v.get_thread_slice(lane);
-    Tensor tOsVt     = smem_thr_v.partition_S(sVtw);
+    auto smem_thr_v  = smem_copy_v.get_thread_slice(tidx);
+    Tensor tOsVt     = smem_thr_v.partition_S(sVt);
 
     // (row, col) of every score element this thread holds, for masking and the optional features
-    Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockNW>>{}));
+    Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
 
     const bool even_q = p.hdim_q == kHeadDim;
     const bool even_v = p.hdim_v == kHeadDimV;
@@ -383,7 +370,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
 
     // S += Q K[n]^T into a cleared acc_s from the K tile in `tSsK_n`, score modifiers, then the mask.
     auto score = [&](auto& acc_s, int n_block, auto const& tSsK_n) {
-        const int n_begin = n_block * kBlockN + kw * kBlockNW;
+        const int n_begin = n_block * kBlockN;
         // kSkipPadKeys: the MMAs past seqlen_k of a partial last key block are skipped (those columns are masked
         // below: the tile is not fully visible).
         if constexpr (Kt::kSkipPadKeys)
@@ -395,7 +382,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         if constexpr (Kt::kFull)
             if (mod_scores)
                 mods.apply(acc_s, tScS, m_begin, n_begin);
-        if (!mask.tile_fully_visible(q_begin, q_tile_end, n_begin, n_begin + kBlockNW))
+        if (!mask.tile_fully_visible(q_begin, q_tile_end, n_begin, n_begin + kBlockN))
         {
             if (mask.sink_size > 0)
             {
@@ -437,7 +424,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             if (has_dropout)
             {
                 Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
-                dropout.apply(s_rc, c_rc, m_begin, n_block * kBlockN + kw * kBlockNW);
+                dropout.apply(s_rc, c_rc, m_begin, n_block * kBlockN);
             }
         }
         // P in the A-operand layout, converted to the input type without leaving registers
@@ -456,7 +443,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         // put acc_o in local memory).
         for (int n = n_first; n >= n_lo; n = next_block(n))
         {
-            Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockNW>>{}); // (MMA, M, N)
+            Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{}); // (MMA, M, N)
             clear(acc_s);
             cute::cp_async_wait<0>();
             __syncthreads(); // K[n] landed; every warp finished reading V of the previous block
@@ -512,13 +499,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             {
                 // every lane is done reading (and zeroing) the stage the copy engine refills next
                 ring.fence_async();
-                if constexpr (Kt::kKeyWarps > 1)
-                    __syncthreads();
-                else
-                    __syncwarp();
+                __syncwarp();
                 issue_next(st_issue);
                 ring.wait(st, phase);
-                Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockNW>>{}); // (MMA, M, N)
+                Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{}); // (MMA, M, N)
                 clear(acc_s);
                 score(acc_s, n, stage_view(tSsK, st));
                 update(acc_s, n, stage_view(tOsVt, st));
@@ -575,7 +559,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         int stage = 0;
         for (int n = n_first; n >= n_lo; n = next_block(n))
         {
-            Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockNW>>{}); // (MMA, M, N)
+            Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{}); // (MMA, M, N)
             clear(acc_s);
             cute::cp_async_wait<0>();
             __syncthreads(); // block n landed in `stage`; every warp finished reading the other stage and ids
@@ -603,7 +587,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     // Split partials leave the sink to the combine kernel, which adds it once.
     const bool partial = Kt::kSplit && p.split.num_splits > 1;
     const float sink = Kt::kOther && p.mod.sink != nullptr && !partial ? p.mod.sink[bidh] : -INFINITY;
-    softmax.finalize(o_rc, softmax_scale, Kt::kKeyWarps > 1 ? -INFINITY : sink, lse);
+    softmax.finalize(o_rc, softmax_scale, sink, lse);
     if constexpr (Kt::kFull)
     {
         if (has_dropout)
@@ -612,52 +596,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             for (int i = 0; i < size(acc_o); ++i)
                 acc_o(i) *= p.drop.rp_keep;
         }
-    }
-    if constexpr (Kt::kKeyWarps > 1)
-    {
-        // The key warps' results merge into warp 0's registers, with the combine kernel's arithmetic (and the
-        // sink, when this is not a partial): warp 1 leaves its normalised O and LSE in the idle stages.
-        static_assert(Kt::kKeyWarps == 2, "two key warps");
-        constexpr int kLd = kHeadDimV + 8;
-        float* const s_w  = reinterpret_cast<float*>(smem_raw + Kt::kSmemQBytes);
-        float* const s_wl = s_w + kBlockM * kLd;
-        static_assert(kBlockM * (kLd + 1) * 4 <= Kt::kKvStages * Kt::kStageBytes, "warp result fits the stages");
-        Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
-        Tensor c_rc = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
-        cute::cp_async_wait<0>(); // with no visible key block the Q copy was never waited on
-        __syncthreads();          // both warps are done reading the stages
-        if (kw == 1)
-        {
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r)
-            {
-                const int tr = get<0>(c_rc(r, 0));
-                CUTE_UNROLL
-                for (int c = 0; c < size<1>(o_rc); ++c)
-                    s_w[tr * kLd + get<1>(c_rc(r, c))] = o_rc(r, c);
-                if (get<1>(c_rc(0, 0)) == 0)
-                    s_wl[tr] = lse[r];
-            }
-        }
-        __syncthreads();
-        if (kw == 0)
-        {
-            CUTE_UNROLL
-            for (int r = 0; r < kRows; ++r)
-            {
-                const int tr   = get<0>(c_rc(r, 0));
-                const float l0 = lse[r], l1 = s_wl[tr], m = fmaxf(l0, l1);
-                const float sum = (l0 == -INFINITY ? 0.f : expf(l0 - m)) + (l1 == -INFINITY ? 0.f : expf(l1 - m));
-                const MergedLse mg = merge_lse(m, sum, sink);
-                const float w0 = merge_weight(l0, mg.lse_keys) * mg.out_scale;
-                const float w1 = merge_weight(l1, mg.lse_keys) * mg.out_scale;
-                CUTE_UNROLL
-                for (int c = 0; c < size<1>(o_rc); ++c)
-                    o_rc(r, c) = w0 * o_rc(r, c) + w1 * s_w[tr * kLd + get<1>(c_rc(r, c))];
-                lse[r] = mg.lse;
-            }
-        }
-        __syncthreads(); // the stages are free again
     }
 
 #if MHA_DECODE_TMA
@@ -678,7 +616,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
             Tensor c_rc = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
             CUTE_UNROLL
-            for (int r = 0; r < kRows && kw == 0; ++r)
+            for (int r = 0; r < kRows; ++r)
             {
                 const int tr = get<0>(c_rc(r, 0));
                 CUTE_UNROLL
@@ -689,8 +627,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             }
             cluster_sync();
             const int n_splits = p.split.num_splits, chunks_per_row = p.hdim_v / 4;
-            for (int i = cluster_cta_rank() * 32 + tidx; kw == 0 && i < (m_end - m_begin) * chunks_per_row;
-                 i += n_splits * 32)
+            for (int i = cluster_cta_rank() * 32 + tidx; i < (m_end - m_begin) * chunks_per_row; i += n_splits * 32)
             {
                 const int tr = i / chunks_per_row, col = (i % chunks_per_row) * 4;
                 float l[kClusterMergeMaxSplits];
@@ -746,7 +683,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             float* lse_acc = sp.lse_acc + split * sp.lse_acc_split_stride +
                              (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride);
             CUTE_UNROLL
-            for (int r = 0; r < kRows && kw == 0; ++r)
+            for (int r = 0; r < kRows; ++r)
             {
                 const int tr = get<0>(c_rc(r, 0));
                 if (m_begin + tr >= m_end)
@@ -772,7 +709,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         Tensor c_rc = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
         float* lse_ptr = p.lse + bidh * p.lse_head_stride +
                          (p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride);
-        if (get<1>(c_rc(0, 0)) == 0 && kw == 0) // one lane of each quad (of warp 0) owns the row's LSE
+        if (get<1>(c_rc(0, 0)) == 0) // one lane of each quad owns the row's LSE
         {
             CUTE_UNROLL
             for (int r = 0; r < kRows; ++r)
@@ -796,8 +733,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     cute::cp_async_wait<0>(); // with no visible key block the Q copy was never waited on
     __syncthreads();          // every warp is past its last read of sQ (sO aliases it)
     Tensor tOsO_mma = thr_mma.partition_C(sO);
-    if (kw == 0)
-        cute::copy(tOrO, tOsO_mma);
+    cute::copy(tOrO, tOsO_mma);
     __syncthreads();
 
     typename Kt::GmemCopyO gmem_copy_o;

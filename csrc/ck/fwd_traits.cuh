@@ -60,32 +60,17 @@ struct FwdKernelTraits
     static constexpr int kBlockM   = kBlockM_;
     static constexpr int kBlockN   = kBlockN_;
     static constexpr int kNWarps   = kNWarps_;
+    static constexpr int kNThreads = kNWarps * 32;
     static constexpr int kFeatures = kFeatures_;
     static constexpr bool kFull    = kFeatures != 0; // scores may go through ScoreMods
     static constexpr bool kOther   = kFeatures & 1;  // soft-cap, elementwise bias, sink logits and tokens
     static constexpr bool kAlibi   = kFeatures & 2;
     static constexpr bool kDropout = kFeatures & 4;
     static constexpr bool kSplit   = kSplit_;
-    // kDecode: the split-KV decode tile (16 rows, one warp's MMA layout; csrc/codegen/generate.py splitkv_tiles;
-    // kKeyWarps warps share its key blocks). Memory-bound:
+    // kDecode: the split-KV decode tile (16 rows, one warp; csrc/codegen/generate.py splitkv_tiles). Memory-bound:
     // on sm_90 its K / V blocks stream through a ring of kKvStages stages filled by the tensor copy engine
     // (decode_ring.cuh); older GPUs run the two-stage cp.async loop of the split prefill tile.
     static constexpr bool kDecode  = kSplit && kNWarps == 1;
-    // kKeyWarps: warps that share each key block of the decode tile, each taking kBlockNW of its keys with its own
-    // softmax state and O (merged after the loop); the MMA layout stays that of one warp. Two warps double what one
-    // CTA can read (one decode warp computes at most ~15 GB/s), so a grid's last CTAs drain faster and fewer splits
-    // fill the GPU (H200, d128, same-call A/B against one warp, KV GB/s: b=16 1k 2833 -> 2874, 32k 4548 -> 4572,
-    // b=1 128k 4122 -> 4148 at the same split counts; with the split counts retuned for it (mha_fwd.cpp) b=32 8k
-    // 4173 -> 4315, b=1 128k 3904 -> 3984-4014, b=1 32k 2989 -> 3146). -DMHA_DECODE_KEY_WARPS=1 restores one warp.
-    // Each warp's share must stay a whole MMA k-step of P V (16 keys): the 16-key d256 tile keeps one warp.
-#ifdef MHA_DECODE_KEY_WARPS
-    static constexpr int kKeyWarps = kDecode && kBlockN >= 16 * MHA_DECODE_KEY_WARPS ? MHA_DECODE_KEY_WARPS : 1;
-#else
-    static constexpr int kKeyWarps = kDecode && kBlockN >= 32 ? 2 : 1;
-#endif
-    static_assert(kBlockN % (16 * kKeyWarps) == 0, "every key warp takes whole 16-key MMA steps");
-    static constexpr int kBlockNW  = kBlockN / kKeyWarps;
-    static constexpr int kNThreads = kNWarps * kKeyWarps * 32;
     // K / V tile addresses: 64-bit block base plus 32-bit offsets inside the block. That saves registers in the
     // mainloop for hdim <= 192 (d128 128x48: 88 -> 44 B of spill, +6% on H200); at hdim 256 the 16 copies per thread
     // make full 64-bit offsets cheaper (d256 64x64: 8 B spill vs 108 B, +17% at s=1k).
@@ -133,8 +118,7 @@ struct FwdKernelTraits
     static constexpr int kStageBytes  = (kSmemKElems + kSmemVElems) * int(sizeof(Element));
     // Split-KV prefill tiles keep two K/V stages (Q | K0 | V0 | K1 | V1). The decode ring is as deep as fits in
     // kDecodeSmemBudget bytes, at least 2 and at most 8 stages. The default, 37,888, is a sixth of an sm_90 SM's
-    // 228 KB less the 1 KB reserved per CTA: six CTAs per SM by shared memory (d128: 2 stages of 32 keys; d64: 4;
-    // with two key warps of ~250 registers, four by registers). A
+    // 228 KB less the 1 KB reserved per CTA: six one-warp CTAs per SM (d128: 2 stages of 32 keys; d64: 4). A
     // warp issues an instruction every ~5 cycles here, so warps per SM beat stages per CTA: on H200 (b=64, 32k keys,
     // d128, 256-byte L2 fetches) 6 CTAs x 2 stages read 4.16 TB/s, 4 x 3 4.09, 3 x 4 3.46 and 2 x 6 2.33.
 #ifdef MHA_DECODE_SMEM_BUDGET
