@@ -294,7 +294,7 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     auto q = random_bf16(size_t(tq) * h * d, g), k = random_bf16(size_t(tk) * hk * d, g),
          v = random_bf16(size_t(tk) * hk * d, g);
     const size_t row = size_t(hk) * d;
-    const int per_seq = (cap + page - 1) / std::max(page, 1);
+    const int per_seq = page > 0 ? (cap + page - 1) / page : 0; // block-table entries per sequence
     std::vector<int> table;
     std::vector<bf16> kc, vc;
     if (page > 0)
