@@ -40,6 +40,7 @@ struct ProblemConfig
     uint64_t drop_seed, drop_offset;
     bool drop_prefs;
     bool gpu_timer;
+    bool flush_cache; // stream_config::flush_cache_ (not an AITER flag): the L2 is swept before each timed pass
     int warmup, repeat;
     int v3_bf16_cvt;
 

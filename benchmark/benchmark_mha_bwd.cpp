@@ -584,7 +584,7 @@ int run(const BwdConfig& c)
     const aiter::mha_bwd_args args = make_bwd_args(c, l, d, pool);
 
     std::cout << header_line(c) << std::endl;
-    const ck_tile::stream_config stream{nullptr, true, c.kname, c.warmup, c.repeat, c.gpu_timer};
+    const ck_tile::stream_config stream{nullptr, true, c.kname, c.warmup, c.repeat, c.gpu_timer, c.flush_cache};
     pool.begin_call();
     const float ave_time = aiter::mha_bwd(args, stream);
     BENCH_CHECK_CUDA(cudaDeviceSynchronize());

@@ -544,7 +544,7 @@ int run(const FwdConfig& c)
 
     const aiter::mha_fwd_args args = make_fwd_args(c, l, d);
     std::cout << header_line(c) << std::flush;
-    const ck_tile::stream_config stream{nullptr, true, c.kname, c.warmup, c.repeat, c.gpu_timer};
+    const ck_tile::stream_config stream{nullptr, true, c.kname, c.warmup, c.repeat, c.gpu_timer, c.flush_cache};
     const float ave_time =
         c.use_splitkv() ? aiter::mha_fwd_splitkv(make_splitkv_args(c, l, kv, d), stream, c.prec, c.group(),
                                                  c.mask.type, c.bias.type, c.lse, c.has_sink())

@@ -1,8 +1,8 @@
 #pragma once
-// benchmark_mha_bwd's command line: AITER's flags with their defaults and help (spec 4.3), decoded into BwdConfig: the
-// forward problem the gradients belong to (ProblemConfig, bench_problem.h, shared with benchmark_mha_fwd: the same -s
-// lists of group mode, -mask and -bias grammars) plus the backward's own switches, and the header line that starts
-// the output (spec 4.4).
+// benchmark_mha_bwd's command line: AITER's flags with their defaults and help (spec 4.3) plus -flush_cache, decoded
+// into BwdConfig: the forward problem the gradients belong to (ProblemConfig, bench_problem.h, shared with
+// benchmark_mha_fwd: the same -s lists of group mode, -mask and -bias grammars) plus the backward's own switches, and
+// the header line that starts the output (spec 4.4).
 
 #include "bench_problem.h"
 
@@ -65,7 +65,10 @@ inline ArgParser make_bwd_parser()
         .insert("v3_bf16_cvt", "1", "float to bf16 convert type when bwd_v3 is set to 1, 0:RTNE; 1:RTNA; 2:RTZ")
         .insert("v3_api_check", "0",
                 "if set to 1, check whether the input scenarios is supported by the asm kernel.\n"
-                "prints ', v3 supported' (exit 0) or ', v3 not supported' (exit -2)");
+                "prints ', v3 supported' (exit 0) or ', v3 not supported' (exit -2)")
+        // ours, after AITER's flags
+        .insert("flush_cache", "0", "1: sweep the L2 before every timed pass and time each pass alone (inputs read\n"
+                                    "from DRAM, as inside a model); not an AITER flag");
     return p;
 }
 
@@ -110,6 +113,7 @@ inline int read_bwd_config(const ArgParser& p, BwdConfig& c)
     c.drop_offset     = p.get_uint64("drop_offset");
     c.drop_prefs      = p.get_bool("drop_prefs");
     c.gpu_timer       = p.get_str("timer") == "gpu";
+    c.flush_cache     = p.get_bool("flush_cache");
     c.warmup          = p.get_int("warmup");
     c.repeat          = p.get_int("repeat");
     c.deterministic   = p.get_bool("deterministic");

@@ -1,7 +1,8 @@
 #pragma once
-// benchmark_mha_fwd's command line: AITER's flags with their defaults and help (spec 4.2) plus -init_sink, decoded
-// into FwdConfig with the per-batch sequence lengths resolved (group mode draws them like CK's benchmark, from
-// -seed), the features this build does not run yet, and the header line that starts every output line (spec 4.4).
+// benchmark_mha_fwd's command line: AITER's flags with their defaults and help (spec 4.2) plus -init_sink and
+// -flush_cache, decoded into FwdConfig with the per-batch sequence lengths resolved (group mode draws them like CK's
+// benchmark, from -seed), the features this build does not run yet, and the header line that starts every output
+// line (spec 4.4).
 
 #include "bench_problem.h"
 
@@ -87,7 +88,10 @@ inline ArgParser make_fwd_parser()
         .insert("fwd_v3", "0", "if set to 1, some cases will call the fwd v3 kernel")
         .insert("is_v3_check", "0",
                 "if set to 1, only ask whether the fwd v3 kernel covers the case, launching nothing:\n"
-                "prints ', v3 supported' (exit 0) or ', v3 not supported' (exit -2)");
+                "prints ', v3 supported' (exit 0) or ', v3 not supported' (exit -2)")
+        // ours, after AITER's flags
+        .insert("flush_cache", "0", "1: sweep the L2 before every timed pass and time each pass alone (inputs read\n"
+                                    "from DRAM, as inside a model); not an AITER flag");
     return p;
 }
 
@@ -149,6 +153,7 @@ inline int read_fwd_config(const ArgParser& p, FwdConfig& c)
     c.drop_offset        = p.get_uint64("drop_offset");
     c.drop_prefs         = p.get_bool("drop_prefs");
     c.gpu_timer          = p.get_str("timer") == "gpu";
+    c.flush_cache        = p.get_bool("flush_cache");
     c.rotary_dim         = p.get_int("rotary_dim");
     c.rotary_interleaved = p.get_bool("rotary_interleaved");
     c.num_splits         = p.get_int("num_splits");

@@ -4,8 +4,11 @@
 For b in {1, 16, 64} and KV length in {1k, 8k, 32k, 128k}: GB/s of K+V read (2 * b * h_k * L * d * 2 bytes / time) for
 our mha_fwd_splitkv (benchmark_mha_fwd -num_splits=0: the library's heuristic), dense and paged with pages of 16 and
 128 tokens, next to every SDPA backend on the dense case (enable_gqa) and the device's copy bandwidth
-((read + write) / time of a 1 GiB copy). Both sides are timed the same way: 5 warm-up calls, then the mean of 20
-back-to-back calls between CUDA events (no cache flush; caches of b=1 at 1k-8k fit in L2 for both).
+((read + write) / time of a 1 GiB copy). Both sides are timed the same way: 5 warm-up calls, then 20 calls, each
+after a read sweep over four times the L2 size and a 100 us wait (so the call is queued before its start event) and
+timed alone between CUDA events (ours: -flush_cache=1), mean
+reported, so every call reads its cache from DRAM as it would inside a model. --warm-l2 times 20 back-to-back calls
+instead (no sweep: caches up to the L2 size then partly stay in it between calls).
 
   python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd
 """
@@ -14,10 +17,10 @@ import re
 import subprocess
 
 
-def ours(exe, b, L, page, layout):
+def ours(exe, b, L, page, layout, cold):
     perm = "1" if layout == "bhsd" else "0"
     cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", "-d=128", "-s=1", f"-s_k={L}", "-num_splits=0", "-v=0",
-           "-warmup=5", "-repeat=20", f"-iperm={perm}", f"-operm={perm}"]
+           "-warmup=5", "-repeat=20", f"-iperm={perm}", f"-operm={perm}", f"-flush_cache={int(cold)}"]
     if page:
         cmd.append(f"-page_block_size={page}")
     out = subprocess.run(cmd, capture_output=True, text=True).stdout
@@ -30,17 +33,29 @@ def ours(exe, b, L, page, layout):
     return ms, (int(splits.group(1)) if splits else 1), out.strip()
 
 
-def event_time(f, warmup=5, rep=20):
+def event_time(f, warmup=5, rep=20, sweep=None):
+    """Mean ms per call of f: back-to-back between two events, or (sweep: a tensor four times the L2 size) each call
+    after a read of `sweep` and timed alone."""
     import torch
     for _ in range(warmup):
         f()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(rep):
+    if sweep is None:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(rep):
+            f()
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e) / rep
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(rep)]
+    for s, e in ev:
+        torch.amax(sweep)
+        torch.cuda._sleep(200_000)  # ~100 us: the call is queued before its start event fires (host time excluded)
+        s.record()
         f()
-    e.record()
+        e.record()
     torch.cuda.synchronize()
-    return s.elapsed_time(e) / rep
+    return sum(s.elapsed_time(e) for s, e in ev) / rep
 
 
 def main():
@@ -51,6 +66,8 @@ def main():
     ap.add_argument("--layout", choices=["bhsd", "bshd"], default="bhsd",
                     help="dense Q/K/V/O layout of both sides: bhsd (SDPA's contiguous tensors; ours -iperm=1) or "
                          "bshd (ours -iperm=0; SDPA gets the same memory through transposed views)")
+    ap.add_argument("--warm-l2", action="store_true",
+                    help="time back-to-back calls with no L2 sweep between them (small caches partly stay in L2)")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -60,7 +77,10 @@ def main():
     y = torch.empty_like(x)
     copy = 2 * 2**30 / event_time(lambda: y.copy_(x)) / 1e6
     del x, y
-    print(f"# {torch.cuda.get_device_name(0)}; copy bandwidth (read + write) {copy:.0f} GB/s; dense layout {a.layout}")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    sweep = None if a.warm_l2 else torch.ones(l2, dtype=torch.int32, device="cuda")  # 4x the L2 in bytes
+    print(f"# {torch.cuda.get_device_name(0)}; copy bandwidth (read + write) {copy:.0f} GB/s; dense layout {a.layout}; "
+          f"{'warm L2 (back-to-back calls)' if a.warm_l2 else 'L2 swept before every call'}")
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
     print(f"{'b':>3} {'L':>7} {'splits':>6} {'dense':>7} {'page16':>7} {'page128':>7} {'best sdpa':>16} "
@@ -82,7 +102,7 @@ def main():
                     continue
                 try:
                     with sdpa_kernel([be]):
-                        t = event_time(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                        t = event_time(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), sweep=sweep)
                     best = max(best, (nbytes / t / 1e6, name))
                 except Exception:  # a backend that refuses the shape
                     pass
@@ -91,7 +111,7 @@ def main():
             res = {}
             splits = 1
             for page in (0, 16, 128):
-                ms, sp, _ = ours(a.exe, b, L, page, a.layout)
+                ms, sp, _ = ours(a.exe, b, L, page, a.layout, not a.warm_l2)
                 res[page] = nbytes / ms / 1e6 if ms else 0.0
                 if page == 0:
                     splits = sp

@@ -119,7 +119,8 @@ def test_help_lists_aiters_flags(bwd_exe):
                 "d_v": "-1", "scale": "0", "iperm": "1", "operm": "1", "bias": "n", "dbias": "0", "prec": "fp16",
                 "mask": "0", "kname": "0", "init": "1", "seed": "11939", "p_drop": "0", "drop_seed": "1",
                 "drop_offset": "0", "drop_prefs": "0", "timer": "gpu", "warmup": "10", "repeat": "10",
-                "deterministic": "0", "bwd_v3": "0", "v3_atomic_fp32": "1", "v3_bf16_cvt": "1", "v3_api_check": "0"}
+                "deterministic": "0", "bwd_v3": "0", "v3_atomic_fp32": "1", "v3_bf16_cvt": "1", "v3_api_check": "0",
+                "flush_cache": "0"}  # the last one is ours (stream_config::flush_cache_), after AITER's
     keys = re.findall(r"^\s*-(\w+)\s{4}.*\(default:([^)]*)\)", r.stdout, re.M)
     assert keys == list(defaults.items())
 

@@ -1,7 +1,9 @@
 #pragma once
 // ck_tile::launch_kernel semantics for every entry point: launch once and return 0, or (time_kernel_) run
 // cold_niters_ warm-up passes, time nrepeat_ passes with CUDA events (or a host clock after a stream sync when
-// is_gpu_timer_ is false) and return the average ms per pass. A CUDA error anywhere returns -1 with its reason.
+// is_gpu_timer_ is false) and return the average ms per pass. With flush_cache_ every timed pass follows an L2
+// sweep (l2_flush.cu) and is timed alone, so the passes read their inputs from DRAM (CK flushes the instruction cache
+// and rotates input copies for the same purpose). A CUDA error anywhere returns -1 with its reason.
 
 #include "ck_tile_compat.h"
 #include "error.h"
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <cuda_runtime_api.h>
 #include <string>
+#include <vector>
 
 namespace mha {
 
@@ -17,6 +20,10 @@ inline std::string cuda_error_reason(const char* what, cudaError_t err)
 {
     return std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
 }
+
+// Fills the L2 of the current device with unrelated clean lines (a read sweep of four times its size) on `stream`,
+// then holds the stream 100 us so that the next pass is queued before its start event.
+cudaError_t flush_l2(cudaStream_t stream);
 
 // `pass` launches one pass of the operation (possibly several kernels) and returns the launch error.
 template <typename Pass>
@@ -36,6 +43,46 @@ float launch_and_time(const ck_tile::stream_config& s, const char* name, Pass&& 
         if (cudaError_t err = pass(); err != cudaSuccess)
             return fail(cuda_error_reason(name, err));
     const int n = s.nrepeat_ > 0 ? s.nrepeat_ : 1;
+    if (s.flush_cache_)
+    {
+        // one event pair per pass, read after the last one: no host round trip between passes
+        std::vector<cudaEvent_t> ev(2 * size_t(n), nullptr);
+        cudaError_t err = cudaSuccess;
+        for (auto& e : ev)
+            if (err == cudaSuccess)
+                err = cudaEventCreate(&e);
+        double total = 0.0;
+        for (int i = 0; i < n && err == cudaSuccess; ++i)
+        {
+            err = flush_l2(s.stream_id_);
+            if (err == cudaSuccess && !s.is_gpu_timer_)
+                err = cudaStreamSynchronize(s.stream_id_);
+            const auto t0 = std::chrono::steady_clock::now();
+            if (err == cudaSuccess)
+                err = cudaEventRecord(ev[2 * i], s.stream_id_);
+            if (err == cudaSuccess)
+                err = pass();
+            if (err == cudaSuccess)
+                err = cudaEventRecord(ev[2 * i + 1], s.stream_id_);
+            if (err == cudaSuccess && !s.is_gpu_timer_)
+            {
+                err = cudaStreamSynchronize(s.stream_id_);
+                total += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            }
+        }
+        if (err == cudaSuccess)
+            err = cudaEventSynchronize(ev.back());
+        for (int i = 0; i < n && err == cudaSuccess && s.is_gpu_timer_; ++i)
+        {
+            float ms = 0.f;
+            err = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
+            total += ms;
+        }
+        for (auto& e : ev)
+            if (e != nullptr)
+                cudaEventDestroy(e);
+        return err == cudaSuccess ? float(total / n) : fail(cuda_error_reason(name, err));
+    }
     if (s.is_gpu_timer_)
     {
         cudaEvent_t start, stop;

@@ -108,13 +108,18 @@ struct DecodeRing
         __syncwarp();
     }
 
-    // One box of tensor map `map` at coordinates (c0, c1, c2, c3) into `dst`, completing on stage `st`.
+    // One box of tensor map `map` at coordinates (c0, c1, c2, c3) into `dst`, completing on stage `st`. Every K / V
+    // line is read once per call, so it enters the L2 as evict-first (H200, L2 swept before every call, two passes,
+    // KV GB/s: b=16 1k keys 2638-2666 -> 2729-2732, b=64 1k 3838 -> 3891, b=1 128k +0.5-1.4%, b=16 8k +0.5%, even
+    // at 32k-128k; 256-byte L2 promotion with it lost 5-7%, none was even with 128 bytes).
     __device__ __forceinline__ void load(void* dst, const TmaDesc& map, int c0, int c1, int c2, int c3, int st)
     {
-        asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                     " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(smem_addr(dst)),
+        uint64_t policy;
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+        asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+                     " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(smem_addr(dst)),
                      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-                     "r"(smem_addr(bars + st))
+                     "r"(smem_addr(bars + st)), "l"(policy)
                      : "memory");
     }
 

@@ -8,9 +8,12 @@ import shlex
 from generate import ARCHS
 
 API_FWD_SOURCES = ["csrc/api/mha_fwd.cpp", "csrc/api/error.cpp"]
-# Hand-written kernels linked into libmha_fwd.so beside the generated instances (paged-attention decode).
-FWD_KERNEL_SOURCES = ["csrc/paged/paged_attention.cu"]
+# Hand-written kernels linked into libmha_fwd.so beside the generated instances (paged-attention decode, the L2 sweep
+# of stream_config::flush_cache_).
+FWD_KERNEL_SOURCES = ["csrc/paged/paged_attention.cu", "csrc/api/l2_flush.cu"]
 API_BWD_SOURCES = ["csrc/api/mha_bwd.cpp", "csrc/api/error.cpp"]
+# device code of libmha_bwd.so besides its instances (stream_config::flush_cache_)
+BWD_KERNEL_SOURCES = ["csrc/api/l2_flush.cu"]
 BINDING_SOURCE = "csrc/python/binding.cpp"
 # device code of the module: the GQA / broadcast-bias reductions of the backward binding
 BINDING_CU_SOURCES = ["csrc/python/strided_sum.cu"]
@@ -84,7 +87,7 @@ def write_ninja(*, root, build_dir, out_dir, nvcc, cutlass_include, archs, kerne
     if want_bwd:
         api = compile_all([os.path.join(root, s) for s in API_BWD_SOURCES] + [os.path.join(gen_dir, "bwd_table.cpp")],
                           "cxx")
-        kern = compile_all(list(bwd_kernel_sources), "cu")
+        kern = compile_all(list(bwd_kernel_sources) + [os.path.join(root, s) for s in BWD_KERNEL_SOURCES], "cu")
         lines.append(f"build {q(os.path.join(out_dir, 'libmha_bwd.so'))}: link {' '.join(q(o) for o in api + kern)}")
     # the module binds both libraries, so it is built only when both are
     if want_fwd and want_bwd and python is not None:
