@@ -6,9 +6,9 @@ our mha_fwd_splitkv (benchmark_mha_fwd -num_splits=0: the library's heuristic), 
 128 tokens, next to every SDPA backend on the dense case (enable_gqa) and the device's copy bandwidth
 ((read + write) / time of a 1 GiB copy). Both sides are timed the same way: 5 warm-up calls, then 20 calls, each
 after a read sweep over four times the L2 size and a 100 us wait (so the call is queued before its start event) and
-timed alone between CUDA events (ours: -flush_cache=1), mean
-reported, so every call reads its cache from DRAM as it would inside a model. --warm-l2 times 20 back-to-back calls
-instead (no sweep: caches up to the L2 size then partly stay in it between calls).
+timed alone between CUDA events (ours: -flush_cache=1); the mean is reported. Every call thus reads its cache from
+DRAM, as it would inside a model. --warm-l2 times 20 back-to-back calls instead (no sweep: caches up to the L2 size
+then partly stay in it between calls).
 
   python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd
 """
