@@ -8,11 +8,13 @@
 #include "checks.h"
 #include "error.h"
 #include "launch.h"
+#include "merge_counters.h"
 #include "registry.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 namespace mha {
@@ -607,6 +609,18 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         sp.lse_acc_head_stride = args.nhead_stride_lse_acc;
         sp.o_acc_split_stride = args.split_stride_o_acc, sp.o_acc_batch_stride = args.batch_stride_o_acc;
         sp.o_acc_head_stride = args.nhead_stride_o_acc, sp.o_acc_row_stride = args.stride_o_acc;
+        // More splits than a cluster holds, on a decode tile whose CTAs all fit at once: they may merge inside the
+        // split grid (fwd_launch.cuh), reading the partials 16 bytes at a time. MHA_SPLITKV_MERGE=combine keeps
+        // the combine kernel (for comparisons).
+        const int64_t rows = int64_t(max_q) * sp.pack_ratio;
+        const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
+        const char* merge = std::getenv("MHA_SPLITKV_MERGE");
+        if (split_block_m(rows) == kDecodeBlockM && splits > kClusterMergeMaxSplits &&
+            tiles * splits <= int64_t(kDecodeCtasPerSm) * sm_count() && !(merge && std::string(merge) == "combine") &&
+            aligned(args.o_acc_ptr, 16) && args.hdim_v % 4 == 0 && args.stride_o_acc % 4 == 0 &&
+            args.nhead_stride_o_acc % 4 == 0 && args.split_stride_o_acc % 4 == 0 &&
+            (is_group_mode || args.batch_stride_o_acc % 4 == 0))
+            sp.merge_counters = merge_counters_for(args.o_acc_ptr, tiles);
     }
     return run_split(who.c_str(), f, p, stream_config);
 }

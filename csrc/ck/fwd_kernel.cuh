@@ -699,6 +699,26 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                     lse_acc[h * sp.lse_acc_head_stride + q] = lse[r];
             }
             cute::cp_async_wait<0>(); // with no visible key block the Q copy was never waited on
+            if constexpr (Kt::kDecode)
+            {
+                if (sp.merge_counters != nullptr)
+                {
+                    // The split grid was launched cooperatively (fwd_launch.cuh): the tile's splits merge here,
+                    // without the combine kernel (splitkv_combine.cuh).
+                    unsigned* const counter =
+                        sp.merge_counters + (int64_t(bidb) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+                    const int64_t lse_row0 = p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride;
+                    merge_splits_in_grid<Element>(
+                        sp, counter, sp.o_acc + (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride),
+                        sp.lse_acc + (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride),
+                        Kt::kOther ? p.mod.sink : nullptr, p.hdim_v, split, m_end - m_begin, [&](int tr) {
+                            const int h = q_head(tr), q = q_pos(tr);
+                            return MergeRow{h, row0 + q, o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride,
+                                            p.lse != nullptr ? p.lse + h * p.lse_head_stride + lse_row0 + q
+                                                             : nullptr};
+                        });
+                }
+            }
             return;
         }
     }

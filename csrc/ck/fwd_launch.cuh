@@ -1,7 +1,7 @@
 #pragma once
 // Host-side launcher of one ck forward instance: grid = (row blocks, heads, batch [x splits]), one CTA per tile of O.
-// Split-KV instances with num_splits > 1 follow with the combine kernel on the same stream, except short decode
-// splits on sm_90, which merge inside a thread-block cluster.
+// Split-KV instances with num_splits > 1 follow with the combine kernel on the same stream, except decode tiles on
+// sm_90: up to 8 splits merge inside a thread-block cluster, more inside a cooperatively launched split grid.
 // Generated instance files (build/gen/fwd_ck_*.cu) call run_fwd<Traits>; csrc/api never sees CuTe.
 
 #include "decode_ring.cuh"
@@ -14,17 +14,18 @@ namespace mha::ck {
 
 // Launches `kernel` on `stream` with optional attributes: `dependent`, a programmatic dependent of the stream's
 // previous kernel (sm_90); `cluster_z` > 1, thread-block clusters of that many consecutive CTAs along z, placed
-// with the load-balancing policy (fwd_params.h: kClusterMergeMaxSplits has the measurements).
+// with the load-balancing policy (fwd_params.h: kClusterMergeMaxSplits has the measurements); `cooperative`, every
+// CTA resident at once, or cudaErrorCooperativeLaunchTooLarge.
 template <typename Kernel>
 cudaError_t launch_grid(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t stream, const FwdParams& p,
-                        bool dependent, int cluster_z = 1)
+                        bool dependent, int cluster_z = 1, bool cooperative = false)
 {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim          = grid;
     cfg.blockDim         = dim3(threads);
     cfg.dynamicSmemBytes = size_t(smem);
     cfg.stream           = stream;
-    cudaLaunchAttribute attrs[3]{};
+    cudaLaunchAttribute attrs[4]{};
     if (dependent)
     {
         attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -38,6 +39,11 @@ cudaError_t launch_grid(Kernel kernel, dim3 grid, int threads, int smem, cudaStr
         attrs[cfg.numAttrs++].val.clusterDim.z = unsigned(cluster_z);
         attrs[cfg.numAttrs].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
         attrs[cfg.numAttrs++].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicyLoadBalancing;
+    }
+    if (cooperative)
+    {
+        attrs[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
+        attrs[cfg.numAttrs++].val.cooperative = 1;
     }
     cfg.attrs = attrs;
     const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p);
@@ -94,6 +100,8 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                     // only for their placement. Bounds and measurements in fwd_params.h.
                     const int n = p.split.num_splits;
                     const int blocks = (p.seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN; // of the longest cache
+                    unsigned* const counters = q.split.merge_counters;
+                    q.split.merge_counters = nullptr;
                     q.split.cluster_merge = n > 1 && n <= kClusterMergeMaxSplits;
                     const int cluster = q.split.cluster_merge ? n
                                         : n == 1 && blocks >= kPlacementClusterMinBlocks &&
@@ -108,6 +116,18 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                         (void)cudaGetLastError(); // a GPU (partition) without room for the cluster: no cluster
                         q.split.cluster_merge = 0;
                     }
+                    // More splits, with arrival counters from the host: the grid launches cooperatively (every CTA
+                    // resident at once) and the splits merge inside it (fwd_params.h has the measurements); a grid
+                    // that does not fit at once falls back to the combine kernel.
+                    if (n > 1 && counters != nullptr)
+                    {
+                        FwdParams c = q;
+                        c.split.merge_counters = counters;
+                        err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, 1, true);
+                        if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported)
+                            return err;
+                        (void)cudaGetLastError(); // more CTAs than fit at once: the combine kernel
+                    }
                     if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false)) !=
                         cudaSuccess)
                         return err;
@@ -115,8 +135,10 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                 }
             }
         }
-        // the cp.async loop's two stages
-        if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemLoopBytes, stream, p, false)) != cudaSuccess)
+        // the cp.async loop's two stages (merged by the combine kernel)
+        FwdParams c = p;
+        c.split.merge_counters = nullptr;
+        if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemLoopBytes, stream, c, false)) != cudaSuccess)
             return err;
         return finish_split<Kt>(p, stream, cc >= 90);
     }

@@ -8,8 +8,8 @@
 //
 // The split kernel launches this one as a programmatic dependent (sm_90): the launch and the CTAs' start overlap
 // the split kernel's last blocks, and griddepcontrol.wait holds every read until the split grid has finished.
-// On sm_90 the decode tile with up to 8 splits does not need it: its splits merge inside a thread-block cluster with
-// the same arithmetic (merge_lse / merge_weight below; fwd_kernel.cuh).
+// On sm_90 the decode tile does not need it: up to 8 splits merge inside a thread-block cluster, more inside the
+// split grid itself (merge_splits_in_grid below), with the same arithmetic (merge_lse / merge_weight).
 
 #include "../common/fwd_params.h"
 
@@ -73,6 +73,132 @@ __device__ __forceinline__ MergedLse merge_lse(float m, float sum, float sink)
 __device__ __forceinline__ float merge_weight(float lse_s, float lse_keys)
 {
     return lse_keys == -INFINITY || lse_s == -INFINITY ? 0.f : expf(lse_s - lse_keys);
+}
+
+// ---- The merge inside the split grid (decode tile, sm_90; fwd_launch.cuh launches the split grid cooperatively, so
+// every CTA of it is resident at once) ----
+// Each split CTA writes its partial, counts itself in on the tile's counter, waits until the tile's num_splits CTAs
+// are in, merges its share of the tile's (row, 4-column) chunks (chunks split, split + n, split + 2n, ...), and
+// counts itself out; the last one out re-arms the counter (0) for the next call on the same partials. The counters
+// are the library's (fwd_params.h: SplitParams::merge_counters), zero from the module's load.
+
+struct MergeRow
+{
+    int head;        // query head of the tile row
+    int64_t acc_row; // its row in lse_acc / o_acc (the query's row; group mode: from seqstart_q)
+    void* out;       // its O row
+    float* lse_out;  // its LSE, nullptr when not stored
+};
+
+__device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* ptr)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
+    return v;
+}
+
+// One warp merges chunks of the tile, kW at a time: lanes w * kG + g, g < kG, add up the splits g, g + kG, g + 2kG,
+// g + 3kG of chunk w (kG: the fewest lanes for which four splits per lane cover them all), every partial and LSE
+// loaded in one round trip, then meet in shuffles. A decode tile (4 rows of 32 chunks at d128) over 64 splits gives
+// each CTA two chunks: one pass.
+template <typename Element, int kG, typename RowOf, typename Wait>
+__device__ __forceinline__ void merge_chunks(const SplitParams& sp, const float* o_acc, const float* lse_acc,
+                                             const float* sink, int hdim_v, int split, int rows, RowOf row_of,
+                                             Wait wait)
+{
+    constexpr int kW = 32 / kG, kSlots = 4;
+    const int lane = threadIdx.x % 32, g = lane % kG, w = lane / kG;
+    const int n = sp.num_splits, chunks = hdim_v / 4, total = rows * chunks;
+    if (split >= total)
+        wait(); // no chunk here, but a CTA counts itself out only once every split is in
+    for (int j0 = 0; split + n * j0 < total; j0 += kW) // warp-uniform
+    {
+        const int it = split + n * (j0 + w);
+        const bool valid = it < total;
+        const int tr = valid ? it / chunks : 0, col = valid ? it % chunks * 4 : 0;
+        const MergeRow r = row_of(tr);
+        const float* lsrc = lse_acc + r.head * sp.lse_acc_head_stride + r.acc_row;
+        const float* osrc = o_acc + r.head * sp.o_acc_head_stride + r.acc_row * sp.o_acc_row_stride + col;
+        if (j0 == 0)
+            wait(); // the first chunk's addresses are ready before the other splits are in
+        float l[kSlots];
+        float4 x[kSlots];
+        float m = -INFINITY;
+        CUTE_UNROLL
+        for (int u = 0; u < kSlots; ++u)
+        {
+            const int s = g + u * kG;
+            const bool on = valid && s < n;
+            l[u] = on ? __ldcg(lsrc + s * sp.lse_acc_split_stride) : -INFINITY;
+            x[u] = on ? __ldcg(reinterpret_cast<const float4*>(osrc + s * sp.o_acc_split_stride))
+                      : make_float4(0.f, 0.f, 0.f, 0.f);
+            m = fmaxf(m, l[u]);
+        }
+        CUTE_UNROLL
+        for (int o = kG / 2; o > 0; o /= 2)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+        float sum = 0.f;
+        CUTE_UNROLL
+        for (int u = 0; u < kSlots; ++u)
+            sum += l[u] == -INFINITY ? 0.f : expf(l[u] - m);
+        CUTE_UNROLL
+        for (int o = kG / 2; o > 0; o /= 2)
+            sum += __shfl_xor_sync(0xffffffff, sum, o);
+        const MergedLse mg = merge_lse(m, sum, sink != nullptr ? sink[r.head] : -INFINITY);
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        CUTE_UNROLL
+        for (int u = 0; u < kSlots; ++u)
+        {
+            const float wt = merge_weight(l[u], mg.lse_keys);
+            if (wt != 0.f) // an empty split's partial is never added
+                acc.x += wt * x[u].x, acc.y += wt * x[u].y, acc.z += wt * x[u].z, acc.w += wt * x[u].w;
+        }
+        CUTE_UNROLL
+        for (int o = kG / 2; o > 0; o /= 2)
+        {
+            acc.x += __shfl_xor_sync(0xffffffff, acc.x, o), acc.y += __shfl_xor_sync(0xffffffff, acc.y, o);
+            acc.z += __shfl_xor_sync(0xffffffff, acc.z, o), acc.w += __shfl_xor_sync(0xffffffff, acc.w, o);
+        }
+        if (valid && g == 0)
+        {
+            alignas(8) Element out[4] = {static_cast<Element>(acc.x * mg.out_scale),
+                                         static_cast<Element>(acc.y * mg.out_scale),
+                                         static_cast<Element>(acc.z * mg.out_scale),
+                                         static_cast<Element>(acc.w * mg.out_scale)};
+            *reinterpret_cast<uint2*>(static_cast<Element*>(r.out) + col) = *reinterpret_cast<const uint2*>(out);
+            if (r.lse_out != nullptr && col == 0)
+                *r.lse_out = mg.lse;
+        }
+    }
+}
+
+// Called by every lane of a one-warp split CTA after its partial stores. o_acc / lse_acc: split 0 of this batch.
+template <typename Element, typename RowOf>
+__device__ void merge_splits_in_grid(const SplitParams& sp, unsigned* counter, const float* o_acc,
+                                     const float* lse_acc, const float* sink, int hdim_v, int split, int rows,
+                                     RowOf row_of)
+{
+    const unsigned n = unsigned(sp.num_splits);
+    __syncwarp(); // every lane's partial stores, ordered before lane 0's release below
+    if (threadIdx.x == 0)
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    auto wait = [&] {
+        if (threadIdx.x == 0)
+            while (load_acquire_gpu(counter) < n)
+                ;
+        __syncwarp();
+    };
+    if (n > 64)
+        merge_chunks<Element, 32>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
+    else if (n > 32)
+        merge_chunks<Element, 16>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
+    else if (n > 16)
+        merge_chunks<Element, 8>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
+    else
+        merge_chunks<Element, 4>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
+    __syncwarp();
+    if (threadIdx.x == 0 && atomicAdd(counter, 1u) == 2 * n - 1) // every CTA of the tile is past its wait
+        atomicExch(counter, 0u);
 }
 
 template <typename Element>

@@ -117,21 +117,34 @@ constexpr int kMaxSplits = 128;
 //   policy loads the SMs unevenly, and this kernel's bandwidth is shared per SM.
 // - placement, b=64 (one split): 4k 243.4 -> 241.8, 8k 482.5 -> 470.0, 32k 1871 -> 1858, 128k 7403 -> 7385;
 //   2k even (125.9), 1k 67.4 -> 68.1, hence the bound.
+// - More splits (the b=1..4 decode steps of long caches), when the host hands out arrival counters
+//   (SplitParams::merge_counters) and the grid fits on the GPU at once: a cooperative launch, and each tile's splits
+//   merge inside the split grid (splitkv_combine.cuh: merge_splits_in_grid) instead of in the combine kernel, whose
+//   launch, grid drain and dependent wait cost ~4.8 us after the last split (b=1 8k: 15.9 us without the combine
+//   kernel, 20.7 with it, outputs aside). Cold A/B on H200 (L2 swept, KV GB/s, combine -> in grid): b=1 1k
+//   297 -> 313, 8k 1620-1630 -> 1680-1749, 32k 2968-3041 -> 3096-3099, 128k 4044-4049 -> 4026-4027; b=2 8k 2438 ->
+//   2483-2491, b=4 8k 3063-3079 -> 3103-3150. The merge ends ~3 us after the last split is in (1-1.5 us until every
+//   CTA sees the count, ~1 us for its chunks: %globaltimer stamps).
 constexpr int kClusterMergeMaxSplits     = 8;
 constexpr int kPlacementCluster          = 4;
 constexpr int kPlacementClusterMinBlocks = 128;
 
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
 // and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them (with cluster_merge,
-// the CTAs of one cluster merge them in distributed shared memory instead). pack_ratio > 1 puts the nhead_q / nhead_k
-// query heads that share a KV head into the rows of one tile (row r: query r / pack_ratio of head
-// kv_head * pack_ratio + r % pack_ratio), so each CTA reads K/V once for the whole group.
+// the CTAs of one cluster merge them in distributed shared memory instead; with merge_counters, the split CTAs merge
+// them inside the grid). pack_ratio > 1 puts the nhead_q / nhead_k query heads that share a KV head into the rows of
+// one tile (row r: query r / pack_ratio of head kv_head * pack_ratio + r % pack_ratio), so each CTA reads K/V once
+// for the whole group.
 struct SplitParams
 {
     int32_t num_splits = 1;
     int32_t pack_ratio = 1;
     int32_t cc = 0;           // compute capability of the launching device (90 = sm_90); 0: the launcher asks
     int32_t cluster_merge = 0; // set by the launcher: the num_splits CTAs of a tile form a cluster and merge in it
+    // Arrival counters of the merge inside the split grid, one per tile, zero between calls (the library's, keyed by
+    // o_acc: csrc/api/merge_counters.cu); nullptr: the combine kernel merges. The launcher clears it when the split
+    // grid does not launch cooperatively.
+    unsigned* merge_counters = nullptr;
     float* lse_acc = nullptr; // [splits, batch, nhead_q, max_seqlen_q] via strides; group mode: rows from seqstart_q
     float* o_acc   = nullptr; // [splits, batch, nhead_q, max_seqlen_q, hdim_v] via strides
     int64_t lse_acc_split_stride = 0, lse_acc_batch_stride = 0, lse_acc_head_stride = 0;

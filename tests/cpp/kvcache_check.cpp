@@ -5,7 +5,9 @@
 //   ragged   batch-mode mha_fwd_splitkv with per-sequence key counts below the cache's capacity (dense and paged,
 //            NaN past every sequence) vs mha_fwd in group mode
 //   graph    a split-KV decode step captured into a CUDA graph replays bit for bit what the eager call wrote (cluster
-//            merge, combine kernel, placement clusters)
+//            merge, merge inside the split grid, combine kernel, placement clusters)
+//   merge    split-KV calls merging inside their grids on two streams at once, and on more o_acc addresses than the
+//            counter pool has slots, vs the same calls through the combine kernel
 // Prints "<case> max_err=<e> lse_err=<e> ok|FAIL" per case and exits non-zero on any failure.
 #include "mha_fwd.h"
 
@@ -381,21 +383,13 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     return ok;
 }
 
-// A decode step captured into a CUDA graph (as serving engines run it) on a stream of its own must replay bit for bit
-// what the eager call computed. On sm_90, 8 splits merge inside thread-block clusters, 16 go through the combine
-// kernel launched as a programmatic dependent, and one split over 157 key blocks at b=4 launches placement clusters.
-bool graph_case(int b, int splits)
+// Dense bshd decode (one query, 32 q / 8 KV heads, d128) with [splits, b, h, d] partials.
+aiter::mha_fwd_splitkv_args decode_args(int b, int sk, int splits, const bf16* q, const bf16* k, const bf16* v, bf16* o,
+                                        float* lse, float* lse_acc, float* o_acc)
 {
-    const int h = 32, hk = 8, d = 128, sk = 5000;
-    std::mt19937 g(11);
-    auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
-         v = random_bf16(size_t(b) * sk * hk * d, g);
-    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v);
-    DecodeOut out(b, h, d, splits);
-    bf16 *o1 = out.o1, *o2 = out.o2;
-    float *l1 = out.l1, *l2 = out.l2, *lacc = out.lacc, *oacc = out.oacc;
+    const int h = 32, hk = 8, d = 128;
     aiter::mha_fwd_splitkv_args s{};
-    s.q_ptr = dq, s.k_ptr = dk, s.v_ptr = dv, s.o_ptr = o1, s.lse_ptr = l1, s.lse_acc_ptr = lacc, s.o_acc_ptr = oacc;
+    s.q_ptr = q, s.k_ptr = k, s.v_ptr = v, s.o_ptr = o, s.lse_ptr = lse, s.lse_acc_ptr = lse_acc, s.o_acc_ptr = o_acc;
     s.seqlen_q = 1, s.seqlen_k = sk, s.batch = b, s.max_seqlen_q = 1, s.hdim_q = s.hdim_v = d;
     s.nhead_q = h, s.nhead_k = hk, s.num_splits = splits, s.scale_s = 1.f / std::sqrt(float(d));
     s.stride_q = s.stride_o = h * d, s.stride_k = s.stride_v = hk * d;
@@ -405,11 +399,32 @@ bool graph_case(int b, int splits)
     s.stride_o_acc = d, s.split_stride_o_acc = b * h * d, s.batch_stride_o_acc = h * d, s.nhead_stride_o_acc = d;
     s.split_stride_lse_acc = b * h, s.batch_stride_lse_acc = h, s.nhead_stride_lse_acc = 1;
     s.window_size_left = s.window_size_right = -1;
-    auto call = [&](cudaStream_t st) {
-        ck_tile::stream_config sc{};
-        sc.stream_id_ = st;
-        return aiter::mha_fwd_splitkv(s, sc, "bf16", false, mask_enum::no_mask, bias_enum::no_bias, true);
-    };
+    return s;
+}
+
+float decode_call(const aiter::mha_fwd_splitkv_args& s, cudaStream_t st)
+{
+    ck_tile::stream_config sc{};
+    sc.stream_id_ = st;
+    return aiter::mha_fwd_splitkv(s, sc, "bf16", false, mask_enum::no_mask, bias_enum::no_bias, true);
+}
+
+// A decode step captured into a CUDA graph (as serving engines run it) on a stream of its own must replay bit for bit
+// what the eager call computed. On sm_90, 8 splits merge inside thread-block clusters, 16 at b=3 inside the
+// cooperatively launched split grid, 16 at b=8 (more CTAs than fit at once) in the combine kernel launched as a
+// programmatic dependent, and one split over 157 key blocks at b=4 launches placement clusters.
+bool graph_case(int b, int splits)
+{
+    const int h = 32, hk = 8, d = 128, sk = 5000;
+    std::mt19937 g(11);
+    auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
+         v = random_bf16(size_t(b) * sk * hk * d, g);
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v);
+    DecodeOut out(b, h, d, splits);
+    bf16 *o1 = out.o1, *o2 = out.o2;
+    float *l1 = out.l1, *l2 = out.l2;
+    aiter::mha_fwd_splitkv_args s = decode_args(b, sk, splits, dq, dk, dv, o1, l1, out.lacc, out.oacc);
+    auto call = [&](cudaStream_t st) { return decode_call(s, st); };
     if (call(nullptr) < 0)
     {
         std::printf("graph FAIL (eager): %s\n", aiter::mha_get_last_error());
@@ -457,6 +472,80 @@ bool graph_case(int b, int splits)
     return ok;
 }
 
+// Decode calls whose splits merge inside the split grid (b=1, 8k keys: 64 splits) run on two streams at once, each
+// with partials of its own, 20 times each: every result must equal what the same call wrote alone through the combine
+// kernel (MHA_SPLITKV_MERGE=combine), within rounding (the two merges add the splits in different orders). Two calls
+// in flight must not share arrival counters. Then 140 calls on as many o_acc addresses: past the pool's 128 slots
+// (csrc/api/merge_counters.cu) the calls take the combine kernel, with the same results.
+bool concurrent_merge_case()
+{
+    const int b = 1, h = 32, hk = 8, d = 128, sk = 8192, splits = 64;
+    std::mt19937 g(23);
+    struct Problem
+    {
+        bf16 *q, *k, *v;
+        std::vector<bf16> o_ref;
+        std::vector<float> l_ref;
+    } pr[2];
+    for (auto& x : pr)
+    {
+        x.q = upload(random_bf16(size_t(b) * h * d, g));
+        x.k = upload(random_bf16(size_t(b) * sk * hk * d, g));
+        x.v = upload(random_bf16(size_t(b) * sk * hk * d, g));
+    }
+    DecodeOut out[2] = {DecodeOut(b, h, d, splits), DecodeOut(b, h, d, splits)};
+    bool ok = true;
+    setenv("MHA_SPLITKV_MERGE", "combine", 1);
+    for (int i = 0; i < 2; ++i)
+    {
+        ok &= decode_call(decode_args(b, sk, splits, pr[i].q, pr[i].k, pr[i].v, out[i].o1, out[i].l1, out[i].lacc,
+                                      out[i].oacc), nullptr) >= 0;
+        CHECK(cudaDeviceSynchronize());
+        pr[i].o_ref = download(out[i].o1, size_t(b) * h * d);
+        pr[i].l_ref = download(out[i].l1, b * h);
+    }
+    unsetenv("MHA_SPLITKV_MERGE");
+    cudaStream_t st[2];
+    for (auto& x : st)
+        CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+    for (int rep = 0; rep < 20 && ok; ++rep)
+        for (int i = 0; i < 2; ++i)
+        {
+            CHECK(cudaMemsetAsync(out[i].o2, 0xff, size_t(b) * h * d * 2, st[i]));
+            ok &= decode_call(decode_args(b, sk, splits, pr[i].q, pr[i].k, pr[i].v, out[i].o2, out[i].l2, out[i].lacc,
+                                          out[i].oacc), st[i]) >= 0;
+        }
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < 2 && ok; ++i)
+        ok &= compare(i ? "in-grid merge, concurrent stream 2" : "in-grid merge, concurrent stream 1", pr[i].o_ref,
+                      download(out[i].o2, size_t(b) * h * d), pr[i].l_ref, download(out[i].l2, b * h));
+    for (auto& x : st)
+        CHECK(cudaStreamDestroy(x));
+
+    // 140 o_acc addresses inside one buffer (16-byte aligned, 64 KB apart)
+    const int calls = 140;
+    const size_t acc_floats = size_t(splits) * b * h * d;
+    float* pool = nullptr;
+    CHECK(cudaMalloc(&pool, calls * acc_floats * 4));
+    double worst = 0;
+    for (int c = 0; c < calls && ok; ++c)
+    {
+        CHECK(cudaMemset(out[0].o2, 0xff, size_t(b) * h * d * 2));
+        ok &= decode_call(decode_args(b, sk, splits, pr[0].q, pr[0].k, pr[0].v, out[0].o2, out[0].l2, out[0].lacc,
+                                      pool + c * acc_floats), nullptr) >= 0;
+        const auto o = download(out[0].o2, size_t(b) * h * d);
+        for (size_t j = 0; j < o.size(); ++j)
+            worst = std::max(worst, double(std::fabs(__bfloat162float(o[j]) - __bfloat162float(pr[0].o_ref[j]))));
+    }
+    ok &= worst <= 1e-2;
+    std::printf("in-grid merge, %d o_acc addresses max_err=%.3g %s\n", calls, worst, ok ? "ok" : "FAIL");
+    cudaFree(pool);
+    for (auto& x : pr)
+        for (void* p : {(void*)x.q, (void*)x.k, (void*)x.v})
+            cudaFree(p);
+    return ok;
+}
+
 int main()
 {
     bool ok = true;
@@ -479,8 +568,9 @@ int main()
         }
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4", {3000, 5, 900}, 3000, 4, 0, 3, 60);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4 page=16", {3000, 5, 900}, 3000, 4, 16, 3, 61);
-    for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{4, 1}})
+    for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
         ok &= graph_case(b, splits);
+    ok &= concurrent_merge_case();
     std::printf("kvcache_check: %s\n", ok ? "all ok" : "FAILED");
     return ok ? 0 : 1;
 }
