@@ -183,6 +183,12 @@ gen_splitkv() {
     # the largest in-cluster merge
     echo "-prec=$prec -b=4 -h=32 -h_k=8 -s=1 -s_k=4500 -num_splits=1 -lse=1 $t"
     echo "-prec=$prec -b=2 -h=16 -h_k=4 -s=2 -s_k=1999 -num_splits=8 -mask=2 -lse=1 $t"
+    # more than 8 splits merge inside the split grid on sm_90: group mode + pages, d64, d_v 96, splits without keys
+    # and CTAs without a chunk to merge (one head per tile: 32 chunks, 64 splits)
+    echo "-prec=$prec -mode=1 -b=3 -h=8 -h_k=2 -s=1,2,1 -s_k=4000,100,2500 -num_splits=33 -page_block_size=16 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=16 -h_k=4 -s=1 -s_k=3000 -d=64 -num_splits=24 -lse=1 $t"
+    echo "-prec=$prec -b=1 -h=8 -h_k=8 -s=1 -s_k=300 -num_splits=64 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=9000 -d=128 -d_v=96 -num_splits=20 -page_block_size=32 $t"
     # pages that are not a multiple of the decode tile's 32-key blocks: 8-row and one-row tensor-copy boxes on sm_90
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=1000 -num_splits=3 -page_block_size=24 -lse=1 $t"
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=333 -num_splits=2 -page_block_size=7 -lse=1 $t"

@@ -610,17 +610,27 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         sp.o_acc_split_stride = args.split_stride_o_acc, sp.o_acc_batch_stride = args.batch_stride_o_acc;
         sp.o_acc_head_stride = args.nhead_stride_o_acc, sp.o_acc_row_stride = args.stride_o_acc;
         // More splits than a cluster holds, on a decode tile whose CTAs all fit at once: they may merge inside the
-        // split grid (fwd_launch.cuh), reading the partials 16 bytes at a time. MHA_SPLITKV_MERGE=combine keeps
-        // the combine kernel (for comparisons).
+        // split grid (fwd_launch.cuh), reading the partials 16 bytes at a time. MHA_SPLITKV_MERGE=combine keeps the
+        // combine kernel; MHA_SPLITKV_MERGE=grid makes a call that cannot merge in the grid an error (for tests and
+        // comparisons).
+        const std::string merge = std::getenv("MHA_SPLITKV_MERGE") ? std::getenv("MHA_SPLITKV_MERGE") : "";
         const int64_t rows = int64_t(max_q) * sp.pack_ratio;
         const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
-        const char* merge = std::getenv("MHA_SPLITKV_MERGE");
-        if (split_block_m(rows) == kDecodeBlockM && splits > kClusterMergeMaxSplits &&
-            tiles * splits <= int64_t(kDecodeCtasPerSm) * sm_count() && !(merge && std::string(merge) == "combine") &&
-            aligned(args.o_acc_ptr, 16) && args.hdim_v % 4 == 0 && args.stride_o_acc % 4 == 0 &&
-            args.nhead_stride_o_acc % 4 == 0 && args.split_stride_o_acc % 4 == 0 &&
-            (is_group_mode || args.batch_stride_o_acc % 4 == 0))
-            sp.merge_counters = merge_counters_for(args.o_acc_ptr, tiles);
+        std::string no_grid_merge =
+            split_block_m(rows) != kDecodeBlockM ? "not a decode tile (more than 16 rows per KV head)"
+            : splits <= kClusterMergeMaxSplits  ? "8 splits or fewer merge in a thread-block cluster"
+            : tiles * splits > int64_t(kDecodeCtasPerSm) * sm_count() ? "more split CTAs than fit on the GPU at once"
+            : !aligned(args.o_acc_ptr, 16) || args.hdim_v % 4 || args.stride_o_acc % 4 ||
+                    args.nhead_stride_o_acc % 4 || args.split_stride_o_acc % 4 ||
+                    (!is_group_mode && args.batch_stride_o_acc % 4)
+                ? "o_acc_ptr is not 16-byte aligned or an o_acc stride / hdim_v is not a multiple of 4"
+                : "";
+        if (no_grid_merge.empty() && merge != "combine" &&
+            (sp.merge_counters = merge_counters_for(args.o_acc_ptr, stream_config.stream_id_, tiles)) == nullptr)
+            no_grid_merge = "no arrival counters left for a new (o_acc, stream) pair";
+        if (merge == "grid" && !no_grid_merge.empty())
+            return fail(who + ": MHA_SPLITKV_MERGE=grid, but the splits cannot merge inside the split grid: " +
+                        no_grid_merge);
     }
     return run_split(who.c_str(), f, p, stream_config);
 }

@@ -141,9 +141,9 @@ struct SplitParams
     int32_t pack_ratio = 1;
     int32_t cc = 0;           // compute capability of the launching device (90 = sm_90); 0: the launcher asks
     int32_t cluster_merge = 0; // set by the launcher: the num_splits CTAs of a tile form a cluster and merge in it
-    // Arrival counters of the merge inside the split grid, one per tile, zero between calls (the library's, keyed by
-    // o_acc: csrc/api/merge_counters.cu); nullptr: the combine kernel merges. The launcher clears it when the split
-    // grid does not launch cooperatively.
+    // Arrival counters of the merge inside the split grid, one per tile, zero between calls (the library's, one slot
+    // per o_acc and stream: csrc/api/merge_counters.cu); nullptr: the combine kernel merges. The launcher clears it
+    // when the split grid does not launch cooperatively.
     unsigned* merge_counters = nullptr;
     float* lse_acc = nullptr; // [splits, batch, nhead_q, max_seqlen_q] via strides; group mode: rows from seqstart_q
     float* o_acc   = nullptr; // [splits, batch, nhead_q, max_seqlen_q, hdim_v] via strides

@@ -64,15 +64,18 @@ std::vector<bf16> random_bf16(size_t n, std::mt19937& g)
     return v;
 }
 
+// The larger of a running maximum and a new difference, NaN sticking (std::max would drop it).
+double worse(double acc, double diff) { return diff <= acc ? acc : diff; }
+
 bool compare(const char* name, const std::vector<bf16>& a, const std::vector<bf16>& b, const std::vector<float>& la,
              const std::vector<float>& lb)
 {
     double err = 0, lerr = 0;
     for (size_t i = 0; i < a.size(); ++i)
-        err = std::max(err, double(std::fabs(__bfloat162float(a[i]) - __bfloat162float(b[i]))));
+        err = worse(err, std::fabs(__bfloat162float(a[i]) - __bfloat162float(b[i])));
     for (size_t i = 0; i < la.size(); ++i)
         if (!(std::isinf(la[i]) && la[i] == lb[i]))
-            lerr = std::max(lerr, double(std::fabs(la[i] - lb[i])));
+            lerr = worse(lerr, std::fabs(la[i] - lb[i]));
     const bool ok = err <= 1e-2 && lerr <= 1e-3 && std::isfinite(err) && std::isfinite(lerr);
     std::printf("%s max_err=%.3g lse_err=%.3g %s\n", name, err, lerr, ok ? "ok" : "FAIL");
     return ok;
@@ -453,6 +456,9 @@ bool graph_case(int b, int splits)
     {
         CHECK(cudaMemsetAsync(o2, 0xff, size_t(b) * h * d * 2, st)); // NaN: every replay must write all of O
         CHECK(cudaMemsetAsync(l2, 0xff, b * h * 4, st));
+        // and the partials: a merge that read them before the replay wrote them would show
+        CHECK(cudaMemsetAsync(out.oacc, 0xff, size_t(splits) * b * h * d * 4, st));
+        CHECK(cudaMemsetAsync(out.lacc, 0xff, size_t(splits) * b * h * 4, st));
         CHECK(cudaGraphLaunch(exec, st));
         CHECK(cudaStreamSynchronize(st));
         const auto o = download(o2, size_t(b) * h * d);
@@ -473,13 +479,16 @@ bool graph_case(int b, int splits)
 }
 
 // Decode calls whose splits merge inside the split grid (b=1, 8k keys: 64 splits) run on two streams at once, each
-// with partials of its own, 20 times each: every result must equal what the same call wrote alone through the combine
-// kernel (MHA_SPLITKV_MERGE=combine), within rounding (the two merges add the splits in different orders). Two calls
-// in flight must not share arrival counters. Then 140 calls on as many o_acc addresses: past the pool's 128 slots
-// (csrc/api/merge_counters.cu) the calls take the combine kernel, with the same results.
+// with partials of its own, 20 times each, under MHA_SPLITKV_MERGE=grid (a call that could not merge in the grid would
+// fail): every result must equal what the same call wrote through the combine kernel (MHA_SPLITKV_MERGE=combine),
+// within rounding (the two merges add the splits in different orders). The partials are NaN before every call, so a
+// merge that read them before all splits were in would show. Then calls on 140 o_acc addresses: past the counter
+// pool's 128 slots (csrc/api/merge_counters.cu) they take the combine kernel, with the same results, and a call under
+// MHA_SPLITKV_MERGE=grid on a new address is refused with the reason.
 bool concurrent_merge_case()
 {
     const int b = 1, h = 32, hk = 8, d = 128, sk = 8192, splits = 64;
+    const size_t o_elems = size_t(b) * h * d, acc_floats = size_t(splits) * b * h * d;
     std::mt19937 g(23);
     struct Problem
     {
@@ -494,51 +503,71 @@ bool concurrent_merge_case()
         x.v = upload(random_bf16(size_t(b) * sk * hk * d, g));
     }
     DecodeOut out[2] = {DecodeOut(b, h, d, splits), DecodeOut(b, h, d, splits)};
+    auto args = [&](int i, float* o_acc) {
+        return decode_args(b, sk, splits, pr[i].q, pr[i].k, pr[i].v, out[i].o2, out[i].l2, out[i].lacc, o_acc);
+    };
+    auto poison = [&](int i, float* o_acc, cudaStream_t st) { // NaN partials and outputs
+        CHECK(cudaMemsetAsync(o_acc, 0xff, acc_floats * 4, st));
+        CHECK(cudaMemsetAsync(out[i].lacc, 0xff, size_t(splits) * b * h * 4, st));
+        CHECK(cudaMemsetAsync(out[i].o2, 0xff, o_elems * 2, st));
+        CHECK(cudaMemsetAsync(out[i].l2, 0xff, b * h * 4, st));
+    };
     bool ok = true;
     setenv("MHA_SPLITKV_MERGE", "combine", 1);
     for (int i = 0; i < 2; ++i)
     {
-        ok &= decode_call(decode_args(b, sk, splits, pr[i].q, pr[i].k, pr[i].v, out[i].o1, out[i].l1, out[i].lacc,
-                                      out[i].oacc), nullptr) >= 0;
+        ok &= decode_call(args(i, out[i].oacc), nullptr) >= 0;
         CHECK(cudaDeviceSynchronize());
-        pr[i].o_ref = download(out[i].o1, size_t(b) * h * d);
-        pr[i].l_ref = download(out[i].l1, b * h);
+        pr[i].o_ref = download(out[i].o2, o_elems);
+        pr[i].l_ref = download(out[i].l2, b * h);
     }
-    unsetenv("MHA_SPLITKV_MERGE");
+    setenv("MHA_SPLITKV_MERGE", "grid", 1);
     cudaStream_t st[2];
     for (auto& x : st)
         CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
     for (int rep = 0; rep < 20 && ok; ++rep)
-        for (int i = 0; i < 2; ++i)
+        for (int i = 0; i < 2 && ok; ++i)
         {
-            CHECK(cudaMemsetAsync(out[i].o2, 0xff, size_t(b) * h * d * 2, st[i]));
-            ok &= decode_call(decode_args(b, sk, splits, pr[i].q, pr[i].k, pr[i].v, out[i].o2, out[i].l2, out[i].lacc,
-                                          out[i].oacc), st[i]) >= 0;
+            poison(i, out[i].oacc, st[i]);
+            if (decode_call(args(i, out[i].oacc), st[i]) < 0)
+            {
+                std::printf("in-grid merge FAIL: %s\n", aiter::mha_get_last_error());
+                ok = false;
+            }
         }
     CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < 2 && ok; ++i)
         ok &= compare(i ? "in-grid merge, concurrent stream 2" : "in-grid merge, concurrent stream 1", pr[i].o_ref,
-                      download(out[i].o2, size_t(b) * h * d), pr[i].l_ref, download(out[i].l2, b * h));
+                      download(out[i].o2, o_elems), pr[i].l_ref, download(out[i].l2, b * h));
     for (auto& x : st)
         CHECK(cudaStreamDestroy(x));
 
-    // 140 o_acc addresses inside one buffer (16-byte aligned, 64 KB apart)
+    // 140 o_acc addresses inside one buffer, 1 MiB apart, on the legacy stream
+    unsetenv("MHA_SPLITKV_MERGE");
     const int calls = 140;
-    const size_t acc_floats = size_t(splits) * b * h * d;
     float* pool = nullptr;
-    CHECK(cudaMalloc(&pool, calls * acc_floats * 4));
-    double worst = 0;
+    CHECK(cudaMalloc(&pool, (calls + 1) * acc_floats * 4));
+    double worst = 0, worst_lse = 0;
     for (int c = 0; c < calls && ok; ++c)
     {
-        CHECK(cudaMemset(out[0].o2, 0xff, size_t(b) * h * d * 2));
-        ok &= decode_call(decode_args(b, sk, splits, pr[0].q, pr[0].k, pr[0].v, out[0].o2, out[0].l2, out[0].lacc,
-                                      pool + c * acc_floats), nullptr) >= 0;
-        const auto o = download(out[0].o2, size_t(b) * h * d);
+        poison(0, pool + c * acc_floats, nullptr);
+        ok &= decode_call(args(0, pool + c * acc_floats), nullptr) >= 0;
+        const auto o = download(out[0].o2, o_elems);
+        const auto l = download(out[0].l2, b * h);
         for (size_t j = 0; j < o.size(); ++j)
-            worst = std::max(worst, double(std::fabs(__bfloat162float(o[j]) - __bfloat162float(pr[0].o_ref[j]))));
+            worst = worse(worst, std::fabs(__bfloat162float(o[j]) - __bfloat162float(pr[0].o_ref[j])));
+        for (size_t j = 0; j < l.size(); ++j)
+            worst_lse = worse(worst_lse, std::fabs(l[j] - pr[0].l_ref[j]));
     }
-    ok &= worst <= 1e-2;
-    std::printf("in-grid merge, %d o_acc addresses max_err=%.3g %s\n", calls, worst, ok ? "ok" : "FAIL");
+    ok &= worst <= 1e-2 && worst_lse <= 1e-3; // false for NaN
+    std::printf("in-grid merge, %d o_acc addresses max_err=%.3g lse_err=%.3g %s\n", calls, worst, worst_lse,
+                ok ? "ok" : "FAIL");
+    setenv("MHA_SPLITKV_MERGE", "grid", 1);
+    const bool refused = decode_call(args(0, pool + calls * acc_floats), nullptr) < 0 &&
+                         std::strstr(aiter::mha_get_last_error(), "no arrival counters left") != nullptr;
+    unsetenv("MHA_SPLITKV_MERGE");
+    std::printf("in-grid merge, slots exhausted: MHA_SPLITKV_MERGE=grid %s\n", refused ? "refused ok" : "FAIL");
+    ok &= refused;
     cudaFree(pool);
     for (auto& x : pr)
         for (void* p : {(void*)x.q, (void*)x.k, (void*)x.v})
