@@ -613,7 +613,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         // split grid (fwd_launch.cuh), reading the partials 16 bytes at a time. MHA_SPLITKV_MERGE=combine keeps the
         // combine kernel; MHA_SPLITKV_MERGE=grid makes a call that cannot merge in the grid an error (for tests and
         // comparisons).
-        const std::string merge = std::getenv("MHA_SPLITKV_MERGE") ? std::getenv("MHA_SPLITKV_MERGE") : "";
+        const char* merge_env = std::getenv("MHA_SPLITKV_MERGE");
+        const std::string merge = merge_env ? merge_env : "";
         const int64_t rows = int64_t(max_q) * sp.pack_ratio;
         const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
         std::string no_grid_merge =
