@@ -13,6 +13,7 @@
 #include "fwd_utils.cuh"
 #include "seq_info.cuh"
 #include "splitkv_combine.cuh"
+#include "stamps.cuh"
 
 #include <climits>
 
@@ -28,6 +29,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     constexpr int kHeadDimV = Kt::kHeadDimV;
 
     extern __shared__ __align__(1024) char smem_raw[];
+    MHA_STAMP(kStampStart);
     if constexpr (Kt::kSplit)
         grid_launch_dependents(); // the combine kernel may launch now; it waits for this grid to finish
 #if MHA_DECODE_TMA
@@ -57,6 +59,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         seq.apply_kv_cache(p, bidb);
     const int seqlen_q = seq.seqlen_q;
     const int seqlen_k = seq.seqlen_k;
+    MHA_STAMP(kStampKeyCount, seqlen_k);
     const int rows_q   = seqlen_q * pack; // tile rows: (query, packed head) pairs
     const int m_begin  = m_block * kBlockM;
     if (m_begin >= rows_q || (p.seq.is_group && p.seq.min_seqlen_q > 0 && seqlen_q <= p.seq.min_seqlen_q))
@@ -177,6 +180,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 fetch_page(n_issue);
             for (int st = 0; st < Kt::kKvStages - 1; ++st)
                 issue_next(st);
+            MHA_STAMP(kStampIssued);
         }
 #endif
     const int64_t q_off = p.seq.is_group ? seq.q_row0 * p.q_row_stride : bidb * p.q_batch_stride;
@@ -502,6 +506,8 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 __syncwarp();
                 issue_next(st_issue);
                 ring.wait(st, phase);
+                if (n == n_first)
+                    MHA_STAMP(kStampFirstBlock);
                 Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{}); // (MMA, M, N)
                 clear(acc_s);
                 score(acc_s, n, stage_view(tSsK, st));
@@ -583,6 +589,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     }
 
     // ---- epilogue: normalise, LSE, O through shared memory with 16 B stores ----
+    MHA_STAMP(kStampLoopEnd);
     float lse[kRows];
     // Split partials leave the sink to the combine kernel, which adds it once.
     const bool partial = Kt::kSplit && p.split.num_splits > 1;
@@ -626,6 +633,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                     s_lse[tr] = lse[r];
             }
             cluster_sync();
+            MHA_STAMP(kStampMerge);
             const int n_splits = p.split.num_splits, chunks_per_row = p.hdim_v / 4;
             for (int i = cluster_cta_rank() * 32 + tidx; i < (m_end - m_begin) * chunks_per_row; i += n_splits * 32)
             {
@@ -666,6 +674,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                         mg.lse;
             }
             cluster_sync();
+            MHA_STAMP(kStampEnd);
             return;
         }
     }
@@ -719,6 +728,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                         });
                 }
             }
+            MHA_STAMP(kStampEnd);
             return;
         }
     }

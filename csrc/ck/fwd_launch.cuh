@@ -7,6 +7,7 @@
 #include "decode_ring.cuh"
 #include "fwd_kernel.cuh"
 #include "splitkv_combine.cuh"
+#include "stamps.cuh"
 
 #include <cuda_runtime.h>
 
@@ -111,6 +112,9 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                     if (cluster > 1)
                     {
                         err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false, cluster);
+#ifdef MHA_STAMPS
+                        print_stamps(grid, n);
+#endif
                         if (err != cudaErrorInvalidClusterSize)
                             return err;
                         (void)cudaGetLastError(); // a GPU (partition) without room for the cluster: no cluster
@@ -124,6 +128,9 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                         FwdParams c = q;
                         c.split.merge_counters = counters;
                         err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, 1, true);
+#ifdef MHA_STAMPS
+                        print_stamps(grid, n);
+#endif
                         if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported)
                             return err;
                         (void)cudaGetLastError(); // more CTAs than fit at once: the combine kernel
@@ -131,6 +138,9 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                     if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false)) !=
                         cudaSuccess)
                         return err;
+#ifdef MHA_STAMPS
+                    print_stamps(grid, n);
+#endif
                     return finish_split<Kt>(p, stream, true);
                 }
             }

@@ -1,0 +1,127 @@
+#pragma once
+// Per-CTA %globaltimer stamps of the decode tile, for finding where a short call's time goes. Compiled out unless the
+// library is built with -DMHA_STAMPS (scripts/decode_stamps.sh does that, into a scratch directory). With it, lane 0
+// of every CTA records the time at seven points of fwd_kernel (MHA_STAMP below), and the launcher prints, for the
+// split-KV decode launches from the MHA_STAMPS-th call on (environment variable, e.g. MHA_STAMPS=25 for the last
+// call of -warmup=5 -repeat=20), the grid's spread at each point (us after the first CTA started: min, p10, p50,
+// p90, max), three per-CTA durations and how many CTAs each SM held. The host synchronises after the launch, so the
+// timed results of such a build mean nothing; the stamps do.
+
+#include <cuda_runtime.h>
+
+#ifdef MHA_STAMPS
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#endif
+
+namespace mha::ck {
+
+// The points: CTA start, key count known, first copies issued, first block landed, key loop ended, merge started
+// (after the cluster barrier), CTA end. Slot 7 holds the SM id.
+enum StampPoint
+{
+    kStampStart,
+    kStampKeyCount,
+    kStampIssued,
+    kStampFirstBlock,
+    kStampLoopEnd,
+    kStampMerge,
+    kStampEnd,
+    kStampPoints
+};
+
+#ifdef MHA_STAMPS
+constexpr int kStampSlots   = 8;
+constexpr int kStampMaxCtas = 16384;
+static __device__ unsigned long long g_mha_stamps[kStampMaxCtas * kStampSlots]; // one per instance file
+
+// `after`: a value the stamp waits for (a load's result), so the stamp is not taken before it has arrived.
+__device__ __forceinline__ void stamp(int point, int after = 0)
+{
+    const unsigned long long cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z);
+    if (threadIdx.x != 0 || cta >= kStampMaxCtas)
+        return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "r"(after));
+    g_mha_stamps[cta * kStampSlots + point] = t;
+    if (point == kStampStart)
+    {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        g_mha_stamps[cta * kStampSlots + 7] = sm;
+    }
+}
+#define MHA_STAMP(...) ::mha::ck::stamp(__VA_ARGS__)
+
+static inline void print_stamps(dim3 grid, int splits)
+{
+    static int calls = 0;
+    const char* from = std::getenv("MHA_STAMPS");
+    if (from == nullptr || ++calls < std::atoi(from))
+        return;
+    const size_t n = std::min<size_t>(size_t(grid.x) * grid.y * grid.z, kStampMaxCtas);
+    std::vector<unsigned long long> v(n * kStampSlots);
+    if (cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpyFromSymbol(v.data(), g_mha_stamps, v.size() * sizeof(v[0])) != cudaSuccess)
+        return;
+    unsigned long long t0 = ~0ull;
+    for (size_t i = 0; i < n; ++i)
+        t0 = std::min(t0, v[i * kStampSlots]);
+    // a point a CTA did not reach keeps an older launch's value: outside [t0, t0 + 10 ms), left out
+    auto at = [&](size_t i, int k, double& us) {
+        const unsigned long long t = v[i * kStampSlots + k];
+        us = (t - t0) * 1e-3;
+        return t >= t0 && t - t0 < 10000000ull;
+    };
+    auto row = [](const char* name, std::vector<double> c) {
+        if (c.empty())
+            return;
+        std::sort(c.begin(), c.end());
+        auto q = [&](double f) { return c[std::min(c.size() - 1, size_t(f * c.size()))]; };
+        std::printf("[stamps] %-10s n=%5zu %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, c.size(), c[0], q(0.1), q(0.5),
+                    q(0.9), c.back());
+    };
+    std::printf("[stamps] call %d, grid %ux%ux%u, %d splits; us after the first CTA start: min p10 p50 p90 max\n",
+                calls, grid.x, grid.y, grid.z, splits);
+    const char* names[kStampPoints] = {"start", "key count", "issued", "first", "loop end", "merge", "end"};
+    for (int k = 0; k < kStampPoints; ++k)
+    {
+        std::vector<double> c;
+        double us;
+        for (size_t i = 0; i < n; ++i)
+            if (at(i, k, us))
+                c.push_back(us);
+        row(names[k], c);
+    }
+    std::vector<double> first_wait, loop, merge_wait;
+    std::vector<int> per_sm(1024, 0);
+    for (size_t i = 0; i < n; ++i)
+    {
+        double a, b, c, d;
+        if (at(i, kStampIssued, a) && at(i, kStampFirstBlock, b))
+            first_wait.push_back(b - a);
+        if (at(i, kStampFirstBlock, b) && at(i, kStampLoopEnd, c))
+            loop.push_back(c - b);
+        if (at(i, kStampLoopEnd, c) && at(i, kStampMerge, d))
+            merge_wait.push_back(d - c);
+        per_sm[v[i * kStampSlots + 7] % 1024]++;
+    }
+    row("d:first", first_wait);
+    row("d:loop", loop);
+    row("d:mwait", merge_wait);
+    std::printf("[stamps] SMs holding k CTAs:");
+    for (int k = 1; k <= 64; ++k)
+    {
+        const int sms = int(std::count(per_sm.begin(), per_sm.end(), k));
+        if (sms > 0)
+            std::printf(" %d:%d", k, sms);
+    }
+    std::printf("\n");
+}
+#else
+#define MHA_STAMP(...) ((void)0)
+#endif
+
+} // namespace mha::ck

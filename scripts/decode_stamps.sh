@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Where a decode call's time goes: builds the bf16 d128 split-KV instances with per-CTA %globaltimer stamps
+# (-DMHA_STAMPS, csrc/ck/stamps.cuh) into a scratch directory, then runs benchmark_mha_fwd on each shape (32 query /
+# 8 KV heads, one query, the library's split count, L2 swept before every call) and prints the stamps of its last
+# call. The build's timings mean nothing (the host synchronises to read the stamps); the stamps do.
+# Usage: bash scripts/decode_stamps.sh ["B KEYS [more benchmark flags]" ...]   (default: "16 1024" "1 8192")
+# Needs CUTLASS_DIR, or .carry/nvidia_cutlass-*.whl as scripts/gpu_check.sh does; STAMPS_DIR (default
+# /tmp/mha_stamps) holds the build, STAMPS_FLAGS adds nvcc flags (experiments).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DIR=${STAMPS_DIR:-/tmp/mha_stamps}
+mkdir -p "$DIR"
+if [[ -z "${CUTLASS_DIR:-}" ]]; then
+  [[ -d /tmp/cl ]] || python3 - "$ROOT" <<'PY'
+import glob, sys, zipfile
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/.carry/nvidia_cutlass-*.whl")[0])
+z.extractall("/tmp/cl", [n for n in z.namelist() if n.startswith("cutlass_library/source/include/")])
+PY
+  export CUTLASS_DIR=/tmp/cl/cutlass_library/source
+fi
+export PATH=/usr/local/cuda/bin:$PATH
+(cd "$DIR" && MHA_NVCC_FLAGS="-DMHA_STAMPS ${STAMPS_FLAGS:-}" \
+  MHA_COMPILE_ARGS="--api fwd_splitkv --dtypes bf16 --hdims 128 --arch sm_90a --no-python --build-dir $DIR/build" \
+  MHA_BENCH_GENCODE="-gencode=arch=compute_90a,code=sm_90a" bash "$ROOT/build_mha.sh" fwd > build.log 2>&1) ||
+  { tail -n 20 "$DIR/build.log"; exit 1; }
+[[ $# -gt 0 ]] || set -- "16 1024" "1 8192"
+for shape in "$@"; do
+  read -r b keys extra <<< "$shape"
+  echo "== b=$b keys=$keys ${extra:-}"
+  # shellcheck disable=SC2086 # extra flags split on purpose
+  MHA_STAMPS=25 "$DIR/benchmark_mha_fwd" -prec=bf16 -b="$b" -h=32 -h_k=8 -d=128 -s=1 -s_k="$keys" -num_splits=0 \
+    -iperm=1 -operm=1 -v=0 -warmup=5 -repeat=20 -flush_cache=1 ${extra:-} | grep "^\[stamps\]"
+done
