@@ -4,25 +4,12 @@
 # 8 KV heads, one query, the library's split count, L2 swept before every call) and prints the stamps of its last
 # call. The build's timings mean nothing (the host synchronises to read the stamps); the stamps do.
 # Usage: bash scripts/decode_stamps.sh ["B KEYS [more benchmark flags]" ...]   (default: "16 1024" "1 8192")
-# Needs CUTLASS_DIR, or .carry/nvidia_cutlass-*.whl as scripts/gpu_check.sh does; STAMPS_DIR (default
-# /tmp/mha_stamps) holds the build, STAMPS_FLAGS adds nvcc flags (experiments).
+# Builds with scripts/decode_build.sh (CUTLASS_DIR or the .carry wheel); STAMPS_DIR (default /tmp/mha_stamps) holds
+# the build, STAMPS_FLAGS adds nvcc flags (experiments).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${STAMPS_DIR:-/tmp/mha_stamps}
-mkdir -p "$DIR"
-if [[ -z "${CUTLASS_DIR:-}" ]]; then
-  [[ -d /tmp/cl ]] || python3 - "$ROOT" <<'PY'
-import glob, sys, zipfile
-z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/.carry/nvidia_cutlass-*.whl")[0])
-z.extractall("/tmp/cl", [n for n in z.namelist() if n.startswith("cutlass_library/source/include/")])
-PY
-  export CUTLASS_DIR=/tmp/cl/cutlass_library/source
-fi
-export PATH=/usr/local/cuda/bin:$PATH
-(cd "$DIR" && MHA_NVCC_FLAGS="-DMHA_STAMPS ${STAMPS_FLAGS:-}" \
-  MHA_COMPILE_ARGS="--api fwd_splitkv --dtypes bf16 --hdims 128 --arch sm_90a --no-python --build-dir $DIR/build" \
-  MHA_BENCH_GENCODE="-gencode=arch=compute_90a,code=sm_90a" bash "$ROOT/build_mha.sh" fwd > build.log 2>&1) ||
-  { tail -n 20 "$DIR/build.log"; exit 1; }
+bash "$ROOT/scripts/decode_build.sh" "$DIR" "-DMHA_STAMPS ${STAMPS_FLAGS:-}" > /dev/null
 [[ $# -gt 0 ]] || set -- "16 1024" "1 8192"
 for shape in "$@"; do
   read -r b keys extra <<< "$shape"
