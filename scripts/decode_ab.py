@@ -10,8 +10,8 @@ A spec is NAME=DIR[:ENV=VALUE...]. Builds only, no peer: scripts/decode_bench.py
 """
 import argparse
 import os
-import re
-import subprocess
+
+from decode_bench import ours
 
 
 def main():
@@ -32,29 +32,13 @@ def main():
         specs.append((name, os.path.join(parts[0], "benchmark_mha_fwd"), env))
     shapes = [tuple(map(int, s.split("x"))) for s in a.shapes.split(",")]
 
-    def kv_bytes(b, n):
-        return 2 * b * 8 * n * 128 * 2
-
-    def ours(exe, env, b, n, splits):
-        perm = "1" if a.layout == "bhsd" else "0"
-        cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", "-d=128", "-s=1", f"-s_k={n}", f"-num_splits={splits}",
-               "-v=0", "-warmup=5", "-repeat=20", f"-iperm={perm}", f"-operm={perm}", "-flush_cache=1"]
-        if a.page:
-            cmd.append(f"-page_block_size={a.page}")
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
-        gbs, used = re.search(r"([\d.]+) GB/s", out), re.search(r"num_splits:(\d+)", out)
-        if not gbs or float(gbs.group(1)) <= 0:
-            return 0.0, "?"
-        # the benchmark counts Q, K, V and O with all 32 heads; the time from its GB/s field
-        ms = b * 32 * 2 * (128 + 2 * n * 128 + 128) / 1e6 / float(gbs.group(1))
-        return kv_bytes(b, n) / ms / 1e6, used.group(1) if used else "?"
-
     for splits in a.splits.split(","):
         for p in range(a.passes):
             for b, n in shapes:
                 row = [f"splits={splits} pass {p} b={b:<3} keys={n:<7}"]
                 for name, exe, env in specs:
-                    gbs, used = ours(exe, env, b, n, splits)
+                    ms, used, _ = ours(exe, b, n, a.page, a.layout, True, splits, env)
+                    gbs = 2 * b * 8 * n * 128 * 2 / ms / 1e6 if ms else 0.0  # K + V bytes
                     row.append(f"{name}={gbs:7.0f} ({used})")
                 print("  ".join(row), flush=True)
 

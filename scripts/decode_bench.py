@@ -17,13 +17,14 @@ import re
 import subprocess
 
 
-def ours(exe, b, L, page, layout, cold):
+def ours(exe, b, L, page, layout, cold, splits=0, env=None):
+    """ms per call, the split count used and the output; splits 0: the library's heuristic; env: the process's."""
     perm = "1" if layout == "bhsd" else "0"
-    cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", "-d=128", "-s=1", f"-s_k={L}", "-num_splits=0", "-v=0",
-           "-warmup=5", "-repeat=20", f"-iperm={perm}", f"-operm={perm}", f"-flush_cache={int(cold)}"]
+    cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", "-d=128", "-s=1", f"-s_k={L}", f"-num_splits={splits}",
+           "-v=0", "-warmup=5", "-repeat=20", f"-iperm={perm}", f"-operm={perm}", f"-flush_cache={int(cold)}"]
     if page:
         cmd.append(f"-page_block_size={page}")
-    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
     # the time from the GB/s field (two decimals of a large number) rather than "x.xxx ms", which rounds a 20 us
     # call by up to 2.5%: the benchmark counts Q, K, V and O once with all 32 heads (AITER's convention)
     gbs = re.search(r"([\d.]+) GB/s", out)
