@@ -55,6 +55,14 @@ __device__ __forceinline__ void cluster_sync()
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// A cluster barrier without memory ordering: after it, no CTA of the cluster still reads this one's shared memory
+// (every CTA's remote loads returned before it arrived), so the CTA may exit. Unlike cluster_sync, its arrival does
+// not wait for this thread's earlier global stores to be performed at cluster scope.
+__device__ __forceinline__ void cluster_sync_relaxed()
+{
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
 __device__ __forceinline__ uint32_t cluster_smem_addr(const void* p, int rank)
 {
     uint32_t a;

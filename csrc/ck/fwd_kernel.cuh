@@ -673,7 +673,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                     p.lse[h * p.lse_head_stride + (p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride) + q] =
                         mg.lse;
             }
-            cluster_sync();
+            // relaxed: the O / LSE stores above need no ordering, and a release would hold every CTA until they
+            // reach the L2 (H200, cold same-call A/B, three passes, KV GB/s: b=16 1k 2686-2714 -> 2733-2744, 2k
+            // 3241-3277 -> 3292-3326, b=8 1k 1901-1938 -> 1946-1961, 8k-length points +0.2-0.5%)
+            cluster_sync_relaxed();
             MHA_STAMP(kStampEnd);
             return;
         }
