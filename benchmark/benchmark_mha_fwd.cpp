@@ -347,7 +347,11 @@ aiter::mha_fwd_splitkv_args make_splitkv_args(const FwdConfig& c, const ProblemL
     a.is_gappy = false;
     a.cache_batch_idx = c.cache_batch_idx ? d.cache_batch_idx.get() : nullptr;
     a.seqstart_q_ptr = f.seqstart_q_ptr, a.seqstart_k_ptr = f.seqstart_k_ptr;
-    a.seqlen_k_ptr = c.group() ? f.seqlen_k_ptr : d.seqlen_k_cache.get();
+    // CK's fmha_fwd runner (which AITER's benchmark follows): batch mode passes the per-batch key counts only when
+    // a KV cache is in use (pages or cache_batch_idx); a dense split-KV call reads seqlen_k
+    a.seqlen_k_ptr = c.group() ? f.seqlen_k_ptr
+                     : c.page_block_size > 0 || c.cache_batch_idx ? d.seqlen_k_cache.get()
+                                                                  : nullptr;
     a.seqlen_q = f.seqlen_q, a.seqlen_k = l.max_seqlen_k, a.batch = f.batch, a.max_seqlen_q = f.max_seqlen_q;
     a.hdim_q = f.hdim_q, a.hdim_v = f.hdim_v, a.nhead_q = f.nhead_q, a.nhead_k = f.nhead_k;
     a.num_splits = c.num_splits;
