@@ -112,9 +112,7 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                     if (cluster > 1)
                     {
                         err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false, cluster);
-#ifdef MHA_STAMPS
-                        print_stamps(grid, n);
-#endif
+                        MHA_PRINT_STAMPS(grid, n);
                         if (err != cudaErrorInvalidClusterSize)
                             return err;
                         (void)cudaGetLastError(); // a GPU (partition) without room for the cluster: no cluster
@@ -128,9 +126,7 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                         FwdParams c = q;
                         c.split.merge_counters = counters;
                         err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, 1, true);
-#ifdef MHA_STAMPS
-                        print_stamps(grid, n);
-#endif
+                        MHA_PRINT_STAMPS(grid, n);
                         if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported)
                             return err;
                         (void)cudaGetLastError(); // more CTAs than fit at once: the combine kernel
@@ -138,9 +134,7 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
                     if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false)) !=
                         cudaSuccess)
                         return err;
-#ifdef MHA_STAMPS
-                    print_stamps(grid, n);
-#endif
+                    MHA_PRINT_STAMPS(grid, n);
                     return finish_split<Kt>(p, stream, true);
                 }
             }

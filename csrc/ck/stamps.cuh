@@ -120,8 +120,10 @@ static inline void print_stamps(dim3 grid, int splits)
     }
     std::printf("\n");
 }
+#define MHA_PRINT_STAMPS(grid, splits) ::mha::ck::print_stamps(grid, splits)
 #else
 #define MHA_STAMP(...) ((void)0)
+#define MHA_PRINT_STAMPS(grid, splits) ((void)0)
 #endif
 
 } // namespace mha::ck
