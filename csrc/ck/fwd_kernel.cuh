@@ -34,11 +34,16 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         grid_launch_dependents(); // the combine kernel may launch now; it waits for this grid to finish
 #if MHA_DECODE_TMA
     // The ring's tensor maps live in the kernel parameters: their first fetch by the copy engine overlaps the
-    // setup below instead of delaying the first key block.
+    // setup below instead of delaying the first key block. One lane issues all four from uniform addresses (a
+    // per-lane select of the map compiled to a jump table and a loop over the lanes).
     if constexpr (Kt::kRing)
-        if (p.kv.tma_box_rows > 0 && threadIdx.x < 4)
-            prefetch_tensormap(threadIdx.x == 0 ? p.kv.tma_k : threadIdx.x == 1 ? p.kv.tma_v
-                               : threadIdx.x == 2 ? p.kv.tma_k1 : p.kv.tma_v1);
+        if (p.kv.tma_box_rows > 0 && threadIdx.x == 0)
+        {
+            prefetch_tensormap(p.kv.tma_k);
+            prefetch_tensormap(p.kv.tma_v);
+            prefetch_tensormap(p.kv.tma_k1);
+            prefetch_tensormap(p.kv.tma_v1);
+        }
 #endif
 
     const int tidx   = threadIdx.x;
@@ -48,8 +53,8 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     int bidb = blockIdx.z, split = 0;
     if constexpr (Kt::kSplit)
     {
-        split = blockIdx.z % p.split.num_splits;
-        bidb  = blockIdx.z / p.split.num_splits;
+        bidb  = p.split.splits_div.div(blockIdx.z);
+        split = blockIdx.z - bidb * p.split.num_splits;
     }
     const int pack   = Kt::kSplit ? p.split.pack_ratio : 1; // query heads per tile row group
     const int bidh_k = pack > 1 ? bidh : bidh / p.head_ratio;
@@ -76,7 +81,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     int n_lo = 0, n_hi = INT_MAX;
     if constexpr (Kt::kSplit)
     {
-        const int per = ((seqlen_k + kBlockN - 1) / kBlockN + p.split.num_splits - 1) / p.split.num_splits;
+        const int per = p.split.splits_div.div((seqlen_k + kBlockN - 1) / kBlockN + p.split.num_splits - 1);
         n_lo = split * per;
         n_hi = n_lo + per;
     }
@@ -135,7 +140,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     auto issue = [&](int n_block, int st) {
         const int rows = rows_of(n_block);
         const bool full = rows == kBlockN;
-        const int r = full ? box_r : 1, boxes = full ? kBlockN / box_r : rows;
+        const int r = full ? box_r : 1, boxes = full ? kBlockN >> (__ffs(box_r) - 1) : rows; // box_r: 2^k
         ring.arm(st, uint32_t(boxes * r * (kHeadDim + kHeadDimV) * int(sizeof(Element))), tidx);
         Element* const k_dst = s_kv + st * kStageElems;
         Element* const v_dst = k_dst + Kt::kSmemKElems;
@@ -646,6 +651,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                     l[s] = s < n_splits ? cluster_load(cluster_smem_addr(s_lse + tr, s)) : -INFINITY;
                     m    = fmaxf(m, l[s]);
                 }
+                MHA_STAMP(kStampMergeLse, __float_as_int(m));
                 float sum = 0.f;
                 CUTE_UNROLL
                 for (int s = 0; s < kClusterMergeMaxSplits; ++s)
@@ -673,6 +679,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                     p.lse[h * p.lse_head_stride + (p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride) + q] =
                         mg.lse;
             }
+            MHA_STAMP(kStampStored);
             // relaxed: the O / LSE stores above need no ordering, and a release would hold every CTA until they
             // reach the L2 (H200, cold same-call A/B, three passes, KV GB/s: b=16 1k 2686-2714 -> 2733-2744, 2k
             // 3241-3277 -> 3292-3326, b=8 1k 1901-1938 -> 1946-1961, 8k-length points +0.2-0.5%)

@@ -62,6 +62,87 @@ cudaError_t finish_split(const FwdParams& p, cudaStream_t stream, bool dependent
                        combine_threads(p.hdim_v, p.split.num_splits), 0, stream, p, dependent);
 }
 
+// Split-KV instances (run_fwd): p carries the fast divisor of num_splits.
+template <typename Kt>
+cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
+{
+    auto kernel     = &fwd_kernel<Kt>;
+    cudaError_t err = cudaSuccess;
+    // rows = (query, packed head) pairs; the host checked batch * num_splits against the grid limit
+    const int pack = p.split.pack_ratio;
+    const dim3 grid((p.max_seqlen_q * pack + Kt::kBlockM - 1) / Kt::kBlockM, pack > 1 ? p.nhead_k : p.nhead_q,
+                    p.batch * p.split.num_splits);
+    int cc = p.split.cc;
+    if (cc == 0)
+    {
+        int dev = 0, major = 0;
+        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+            (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
+            return err;
+        cc = major * 10;
+    }
+    if constexpr (Kt::kRing)
+    {
+        // sm_90: the tensor-copy ring (decode_ring.cuh), when the driver builds the tensor maps
+        if (cc >= 90)
+        {
+            FwdParams q = p;
+            int box_rows = Kt::kBlockN; // a paged box stays inside one page
+            while (q.kv.page_size > 0 && q.kv.page_size % box_rows != 0)
+                box_rows /= 2;
+            if (encode_decode_maps(q, box_rows, Kt::kAtomQ, Kt::kAtomV))
+            {
+                // Up to 8 splits: the splits of a tile form one cluster and merge through distributed shared
+                // memory (fwd_kernel.cuh), no combine kernel. One split over long caches: clusters of 4 tiles,
+                // only for their placement. Bounds and measurements in fwd_params.h.
+                const int n = p.split.num_splits;
+                const int blocks = (p.seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN; // of the longest cache
+                unsigned* const counters = q.split.merge_counters;
+                q.split.merge_counters = nullptr;
+                q.split.cluster_merge = n > 1 && n <= kClusterMergeMaxSplits;
+                const int cluster = q.split.cluster_merge ? n
+                                    : n == 1 && blocks >= kPlacementClusterMinBlocks &&
+                                              grid.z % kPlacementCluster == 0
+                                        ? kPlacementCluster
+                                        : 1;
+                if (cluster > 1)
+                {
+                    err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false, cluster);
+                    MHA_PRINT_STAMPS(grid, n);
+                    if (err != cudaErrorInvalidClusterSize)
+                        return err;
+                    (void)cudaGetLastError(); // a GPU (partition) without room for the cluster: no cluster
+                    q.split.cluster_merge = 0;
+                }
+                // More splits, with arrival counters from the host: the grid launches cooperatively (every CTA
+                // resident at once) and the splits merge inside it (fwd_params.h has the measurements); a grid
+                // that does not fit at once falls back to the combine kernel.
+                if (n > 1 && counters != nullptr)
+                {
+                    FwdParams c = q;
+                    c.split.merge_counters = counters;
+                    err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, 1, true);
+                    MHA_PRINT_STAMPS(grid, n);
+                    if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported)
+                        return err;
+                    (void)cudaGetLastError(); // more CTAs than fit at once: the combine kernel
+                }
+                if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false)) !=
+                    cudaSuccess)
+                    return err;
+                MHA_PRINT_STAMPS(grid, n);
+                return finish_split<Kt>(p, stream, true);
+            }
+        }
+    }
+    // the cp.async loop's two stages (merged by the combine kernel)
+    FwdParams c = p;
+    c.split.merge_counters = nullptr;
+    if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemLoopBytes, stream, c, false)) != cudaSuccess)
+        return err;
+    return finish_split<Kt>(p, stream, cc >= 90);
+}
+
 template <typename Kt>
 cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
 {
@@ -72,79 +153,9 @@ cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
         return err;
     if constexpr (Kt::kSplit)
     {
-        // rows = (query, packed head) pairs; the host checked batch * num_splits against the grid limit
-        const int pack = p.split.pack_ratio;
-        const dim3 grid((p.max_seqlen_q * pack + Kt::kBlockM - 1) / Kt::kBlockM, pack > 1 ? p.nhead_k : p.nhead_q,
-                        p.batch * p.split.num_splits);
-        int cc = p.split.cc;
-        if (cc == 0)
-        {
-            int dev = 0, major = 0;
-            if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
-                (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
-                return err;
-            cc = major * 10;
-        }
-        if constexpr (Kt::kRing)
-        {
-            // sm_90: the tensor-copy ring (decode_ring.cuh), when the driver builds the tensor maps
-            if (cc >= 90)
-            {
-                FwdParams q = p;
-                int box_rows = Kt::kBlockN; // a paged box stays inside one page
-                while (q.kv.page_size > 0 && q.kv.page_size % box_rows != 0)
-                    box_rows /= 2;
-                if (encode_decode_maps(q, box_rows, Kt::kAtomQ, Kt::kAtomV))
-                {
-                    // Up to 8 splits: the splits of a tile form one cluster and merge through distributed shared
-                    // memory (fwd_kernel.cuh), no combine kernel. One split over long caches: clusters of 4 tiles,
-                    // only for their placement. Bounds and measurements in fwd_params.h.
-                    const int n = p.split.num_splits;
-                    const int blocks = (p.seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN; // of the longest cache
-                    unsigned* const counters = q.split.merge_counters;
-                    q.split.merge_counters = nullptr;
-                    q.split.cluster_merge = n > 1 && n <= kClusterMergeMaxSplits;
-                    const int cluster = q.split.cluster_merge ? n
-                                        : n == 1 && blocks >= kPlacementClusterMinBlocks &&
-                                                  grid.z % kPlacementCluster == 0
-                                            ? kPlacementCluster
-                                            : 1;
-                    if (cluster > 1)
-                    {
-                        err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false, cluster);
-                        MHA_PRINT_STAMPS(grid, n);
-                        if (err != cudaErrorInvalidClusterSize)
-                            return err;
-                        (void)cudaGetLastError(); // a GPU (partition) without room for the cluster: no cluster
-                        q.split.cluster_merge = 0;
-                    }
-                    // More splits, with arrival counters from the host: the grid launches cooperatively (every CTA
-                    // resident at once) and the splits merge inside it (fwd_params.h has the measurements); a grid
-                    // that does not fit at once falls back to the combine kernel.
-                    if (n > 1 && counters != nullptr)
-                    {
-                        FwdParams c = q;
-                        c.split.merge_counters = counters;
-                        err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, 1, true);
-                        MHA_PRINT_STAMPS(grid, n);
-                        if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported)
-                            return err;
-                        (void)cudaGetLastError(); // more CTAs than fit at once: the combine kernel
-                    }
-                    if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false)) !=
-                        cudaSuccess)
-                        return err;
-                    MHA_PRINT_STAMPS(grid, n);
-                    return finish_split<Kt>(p, stream, true);
-                }
-            }
-        }
-        // the cp.async loop's two stages (merged by the combine kernel)
-        FwdParams c = p;
-        c.split.merge_counters = nullptr;
-        if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemLoopBytes, stream, c, false)) != cudaSuccess)
-            return err;
-        return finish_split<Kt>(p, stream, cc >= 90);
+        FwdParams s        = p;
+        s.split.splits_div = FastDiv::make(p.split.num_splits);
+        return run_split<Kt>(s, stream);
     }
     const dim3 grid((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
     kernel<<<grid, Kt::kNThreads, Kt::kSmemBytes, stream>>>(p);

@@ -19,7 +19,8 @@
 namespace mha::ck {
 
 // The points: CTA start, key count known, first copies issued, first block landed, key loop ended, merge started
-// (after the cluster barrier), CTA end. Slot 7 holds the SM id.
+// (after the cluster barrier), CTA end, and in the cluster merge the splits' LSEs loaded and O stored. The slot after
+// the points holds the SM id.
 enum StampPoint
 {
     kStampStart,
@@ -29,11 +30,13 @@ enum StampPoint
     kStampLoopEnd,
     kStampMerge,
     kStampEnd,
+    kStampMergeLse, // cluster merge: the splits' LSEs loaded
+    kStampStored,   // cluster merge: O stored
     kStampPoints
 };
 
 #ifdef MHA_STAMPS
-constexpr int kStampSlots   = 8;
+constexpr int kStampSlots   = kStampPoints + 1; // the points, then the SM id
 constexpr int kStampMaxCtas = 16384;
 static __device__ unsigned long long g_mha_stamps[kStampMaxCtas * kStampSlots]; // one per instance file
 
@@ -43,14 +46,20 @@ __device__ __forceinline__ void stamp(int point, int after = 0)
     const unsigned long long cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z);
     if (threadIdx.x != 0 || cta >= kStampMaxCtas)
         return;
+    // The timer read takes no operands, so an input of its asm would not make it wait for `after`: a volatile
+    // store of `after` to the slot does (in-order issue), and the time overwrites it.
+    unsigned long long* const slot = &g_mha_stamps[cta * kStampSlots + point];
     unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "r"(after));
-    g_mha_stamps[cta * kStampSlots + point] = t;
+    asm volatile("st.volatile.global.u32 [%1], %2;\n\tmov.u64 %0, %%globaltimer;"
+                 : "=l"(t)
+                 : "l"(slot), "r"(after)
+                 : "memory");
+    *slot = t;
     if (point == kStampStart)
     {
         unsigned sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        g_mha_stamps[cta * kStampSlots + 7] = sm;
+        g_mha_stamps[cta * kStampSlots + kStampPoints] = sm;
     }
 }
 #define MHA_STAMP(...) ::mha::ck::stamp(__VA_ARGS__)
@@ -85,7 +94,8 @@ static inline void print_stamps(dim3 grid, int splits)
     };
     std::printf("[stamps] call %d, grid %ux%ux%u, %d splits; us after the first CTA start: min p10 p50 p90 max\n",
                 calls, grid.x, grid.y, grid.z, splits);
-    const char* names[kStampPoints] = {"start", "key count", "issued", "first", "loop end", "merge", "end"};
+    const char* names[kStampPoints] = {"start",    "key count", "issued", "first",   "loop end",
+                                       "merge",    "end",       "m:lse",  "m:stored"};
     for (int k = 0; k < kStampPoints; ++k)
     {
         std::vector<double> c;
@@ -106,7 +116,7 @@ static inline void print_stamps(dim3 grid, int splits)
             loop.push_back(c - b);
         if (at(i, kStampLoopEnd, c) && at(i, kStampMerge, d))
             merge_wait.push_back(d - c);
-        per_sm[v[i * kStampSlots + 7] % 1024]++;
+        per_sm[v[i * kStampSlots + kStampPoints] % 1024]++;
     }
     row("d:first", first_wait);
     row("d:loop", loop);

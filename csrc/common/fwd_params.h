@@ -102,6 +102,40 @@ struct KvCacheParams
     TmaDesc tma_k, tma_v, tma_k1, tma_v1;
 };
 
+// n / d and n % d for 0 <= n < 2^31 and 1 <= d < 2^31 by a multiply-high, an add and a shift (the round-up
+// method of Granlund and Montgomery, "Division by invariant integers using multiplication", 1994): with
+// l = ceil(log2 d) and mul = floor(2^32 (2^l - d) / d) + 1, n / d = (umulhi(n, mul) + n) >> l, where the sum stays
+// below 2^32 because umulhi(n, mul) <= n < 2^31. The launcher builds it for the split kernel's divisions by
+// num_splits: a division by a run-time value is ~20 dependent instructions, and the decode tile's one warp runs its
+// set-up alone on its SM sub-partition before the first key block is copied.
+struct FastDiv
+{
+    int32_t d      = 1;
+    uint32_t mul   = 1;
+    uint32_t shift = 0;
+
+    static FastDiv make(int32_t divisor) // host; divisor >= 1
+    {
+        FastDiv f;
+        f.d     = divisor < 1 ? 1 : divisor; // the callers validated divisor >= 1
+        divisor = f.d;
+        while ((uint64_t(1) << f.shift) < uint64_t(divisor))
+            ++f.shift;
+        f.mul = uint32_t((uint64_t(1) << 32) * ((uint64_t(1) << f.shift) - uint64_t(divisor)) / uint64_t(divisor) + 1);
+        return f;
+    }
+    MHA_HOST_DEVICE int32_t div(int32_t n) const
+    {
+#ifdef __CUDA_ARCH__
+        const uint32_t hi = __umulhi(uint32_t(n), mul);
+#else
+        const uint32_t hi = uint32_t((uint64_t(uint32_t(n)) * mul) >> 32);
+#endif
+        return int32_t((hi + uint32_t(n)) >> shift);
+    }
+    MHA_HOST_DEVICE int32_t mod(int32_t n) const { return n - div(n) * d; }
+};
+
 // The most splits of one call: the API's bound on num_splits and the combine kernel's weight table.
 constexpr int kMaxSplits = 128;
 // Split-KV decode on sm_90 (the tensor-copy ring) launches thread-block clusters with the load-balancing placement
@@ -141,6 +175,7 @@ struct SplitParams
     int32_t pack_ratio = 1;
     int32_t cc = 0;           // compute capability of the launching device (90 = sm_90); 0: the launcher asks
     int32_t cluster_merge = 0; // set by the launcher: the num_splits CTAs of a tile form a cluster and merge in it
+    FastDiv splits_div; // set by the launcher from num_splits
     // Arrival counters of the merge inside the split grid, one per tile, zero between calls (the library's, one slot
     // per o_acc and stream: csrc/api/merge_counters.cu); nullptr: the combine kernel merges. The launcher clears it
     // when the split grid does not launch cooperatively.
