@@ -102,7 +102,7 @@ struct KvCacheParams
     TmaDesc tma_k, tma_v, tma_k1, tma_v1;
 };
 
-// n / d and n % d for 0 <= n < 2^31 and 1 <= d < 2^31 by a multiply-high, an add and a shift (the round-up
+// n / d for 0 <= n < 2^31 and 1 <= d < 2^31 by a multiply-high, an add and a shift (the round-up
 // method of Granlund and Montgomery, "Division by invariant integers using multiplication", 1994): with
 // l = ceil(log2 d) and mul = floor(2^32 (2^l - d) / d) + 1, n / d = (umulhi(n, mul) + n) >> l, where the sum stays
 // below 2^32 because umulhi(n, mul) <= n < 2^31. The launcher builds it for the split kernel's divisions by
@@ -110,18 +110,16 @@ struct KvCacheParams
 // set-up alone on its SM sub-partition before the first key block is copied.
 struct FastDiv
 {
-    int32_t d      = 1;
     uint32_t mul   = 1;
     uint32_t shift = 0;
 
-    static FastDiv make(int32_t divisor) // host; divisor >= 1
+    static FastDiv make(int32_t divisor) // host; the callers validated divisor >= 1
     {
+        const uint64_t d = divisor < 1 ? 1 : uint64_t(divisor);
         FastDiv f;
-        f.d     = divisor < 1 ? 1 : divisor; // the callers validated divisor >= 1
-        divisor = f.d;
-        while ((uint64_t(1) << f.shift) < uint64_t(divisor))
+        while ((uint64_t(1) << f.shift) < d)
             ++f.shift;
-        f.mul = uint32_t((uint64_t(1) << 32) * ((uint64_t(1) << f.shift) - uint64_t(divisor)) / uint64_t(divisor) + 1);
+        f.mul = uint32_t((uint64_t(1) << 32) * ((uint64_t(1) << f.shift) - d) / d + 1);
         return f;
     }
     MHA_HOST_DEVICE int32_t div(int32_t n) const
@@ -133,7 +131,6 @@ struct FastDiv
 #endif
         return int32_t((hi + uint32_t(n)) >> shift);
     }
-    MHA_HOST_DEVICE int32_t mod(int32_t n) const { return n - div(n) * d; }
 };
 
 // The most splits of one call: the API's bound on num_splits and the combine kernel's weight table.
