@@ -35,19 +35,20 @@ struct ScoreMods
     {
         CUTE_UNROLL
         for (int i = 0; i < size(s); ++i)
-        {
-            const int row = m0 + get<0>(c(i));
-            const int col = n0 + get<1>(c(i));
-            float x = s(i) * scale;
-            if (softcap > 0.f)
-                x = softcap * tanhf(x / softcap);
-            if (bias != nullptr && row < seqlen_q && col < seqlen_k)
-                x += static_cast<float>(bias[row * bias_row_stride + col]);
-            if (alibi_slope != 0.f)
-                x += alibi_vertical ? alibi_slope * float(col)
-                                    : -alibi_slope * fabsf(float(col - (row + alibi_offset)));
-            s(i) = x;
-        }
+            s(i) = modify(s(i), m0 + get<0>(c(i)), n0 + get<1>(c(i)));
+    }
+
+    // One raw score at (row, col) of the (batch, head) turned into its natural-log logit.
+    __device__ __forceinline__ float modify(float s, int row, int col) const
+    {
+        float x = s * scale;
+        if (softcap > 0.f)
+            x = softcap * tanhf(x / softcap);
+        if (bias != nullptr && row < seqlen_q && col < seqlen_k)
+            x += static_cast<float>(bias[row * bias_row_stride + col]);
+        if (alibi_slope != 0.f)
+            x += alibi_vertical ? alibi_slope * float(col) : -alibi_slope * fabsf(float(col - (row + alibi_offset)));
+        return x;
     }
 };
 

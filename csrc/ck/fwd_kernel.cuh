@@ -8,6 +8,7 @@
 #include "../common/fwd_params.h"
 #include "../common/mask.h"
 #include "decode_ring.cuh"
+#include "decode_t.cuh"
 #include "fwd_features.cuh"
 #include "fwd_traits.cuh"
 #include "fwd_utils.cuh"
@@ -177,6 +178,23 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         n_issue = next_block(n_issue);
         if (page_size > 0)
             fetch_page(n_issue);
+    };
+    // The ring's consumer side, shared by both decode steps: before block n, the stage the previous block freed goes
+    // back to the copy engine and n's stage (returned) is waited for; ring_advance() after the block.
+    int ring_st = 0, ring_phase = 0, ring_st_issue = Kt::kKvStages - 1;
+    auto ring_acquire = [&](int n) {
+        ring.fence_async(); // every lane is done reading (and zeroing) the stage the copy engine refills next
+        __syncwarp();
+        issue_next(ring_st_issue);
+        ring.wait(ring_st, ring_phase);
+        if (n == n_first)
+            MHA_STAMP(kStampFirstBlock);
+        return ring_st;
+    };
+    auto ring_advance = [&] {
+        ring_st_issue = ring_st;
+        if (++ring_st == Kt::kKvStages)
+            ring_st = 0, ring_phase ^= 1;
     };
     if constexpr (Kt::kRing)
         if (use_ring)
@@ -445,6 +463,292 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         gemm_reg_smem(acc_o, tOrP_a, tOrVt, tOsVt_n, tiled_mma, smem_copy_v, smem_thr_v);
     };
 
+#if MHA_DECODE_TMA
+    // Up to 8 splits of a decode tile on sm_90 (p.split.cluster_merge): the num_splits CTAs of the tile form one
+    // cluster (fwd_launch.cuh). Each leaves its fp32 partial O (normalised by its own sum) in s_part and its LSE in
+    // s_lse, in its own shared memory (the drained ring: every issued stage was waited for), then every CTA merges
+    // its share of the tile's (row, 4-column) chunks from all of them through distributed shared memory, with the
+    // combine kernel's arithmetic. No partials in global memory, no second kernel. The second barrier keeps each
+    // CTA's shared memory alive until the others have read it.
+    constexpr int kLd = kHeadDimV + 8; // fp32 row stride: the 8 rows of a fragment fall in different banks
+    float* const s_part = reinterpret_cast<float*>(smem_raw + Kt::kSmemQBytes);
+    float* const s_lse  = s_part + kBlockM * kLd;
+    static_assert(!Kt::kRing || kBlockM * (kLd + 1) * 4 <= Kt::kKvStages * Kt::kStageBytes, "partial fits the ring");
+    // row_of(tr): tile row tr's (query head, position), called by every lane (it may shuffle).
+    auto cluster_merge = [&](auto const& row_of) {
+        cluster_sync();
+        MHA_STAMP(kStampMerge);
+        constexpr int kChunks = kHeadDimV / 4; // per row, a shift apart; chunks past hdim_v are skipped
+        const int n_splits = p.split.num_splits, total = (m_end - m_begin) * kChunks;
+        for (int i0 = cluster_cta_rank() * 32; i0 < total; i0 += n_splits * 32) // warp-uniform
+        {
+            const int i = i0 + tidx, tr = i / kChunks, col = (i % kChunks) * 4;
+            const int2 hq = row_of(tr);
+            const int h = hq.x, q = hq.y;
+            if (i >= total || col >= p.hdim_v)
+                continue;
+            float l[kClusterMergeMaxSplits];
+            float m = -INFINITY;
+            CUTE_UNROLL
+            for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+            {
+                l[s] = s < n_splits ? cluster_load(cluster_smem_addr(s_lse + tr, s)) : -INFINITY;
+                m    = fmaxf(m, l[s]);
+            }
+            MHA_STAMP(kStampMergeLse, __float_as_int(m));
+            float sum = 0.f;
+            CUTE_UNROLL
+            for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+                sum += l[s] == -INFINITY ? 0.f : expf(l[s] - m);
+            const MergedLse mg = merge_lse(m, sum, Kt::kOther && p.mod.sink != nullptr ? p.mod.sink[h] : -INFINITY);
+            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+            CUTE_UNROLL
+            for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+            {
+                const float w = s < n_splits ? merge_weight(l[s], mg.lse_keys) : 0.f;
+                if (w != 0.f)
+                {
+                    const float4 x = cluster_load4(cluster_smem_addr(s_part + tr * kLd + col, s));
+                    acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+                }
+            }
+            alignas(8) Element out[4] = {static_cast<Element>(acc.x * mg.out_scale),
+                                         static_cast<Element>(acc.y * mg.out_scale),
+                                         static_cast<Element>(acc.z * mg.out_scale),
+                                         static_cast<Element>(acc.w * mg.out_scale)};
+            *reinterpret_cast<uint2*>(o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride + col) =
+                *reinterpret_cast<const uint2*>(out);
+            if (p.lse != nullptr && col == 0)
+                p.lse[h * p.lse_head_stride + (p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride) + q] =
+                    mg.lse;
+        }
+        MHA_STAMP(kStampStored);
+        // relaxed: the O / LSE stores above need no ordering, and a release would hold every CTA until they
+        // reach the L2 (H200, cold same-call A/B, three passes, KV GB/s: b=16 1k 2686-2714 -> 2733-2744, 2k
+        // 3241-3277 -> 3292-3326, b=8 1k 1901-1938 -> 1946-1961, 8k-length points +0.2-0.5%)
+        cluster_sync_relaxed();
+        MHA_STAMP(kStampEnd);
+    };
+#endif
+
+#if MHA_DECODE_TMA
+    // Decode tiles of at most 8 rows (a decode step: one query, up to 8 query heads per KV head) on the ring: the
+    // transposed step of decode_t.cuh, keys and head dimensions on the MMA's M side and the rows on its N side.
+    if constexpr (Kt::kRing)
+    {
+        if (MHA_DECODE_T && use_ring && m_end - m_begin <= 8 && !has_dropout)
+        {
+            constexpr int kMT = kBlockN / 16, kQK = kHeadDim / 16, kDT = kHeadDimV / 16;
+            constexpr int kRowBytes = 128; // a swizzled atom row: 64 elements
+            const int g = tidx / 4, t = tidx % 4;
+            cute::cp_async_wait<0>(); // Q
+            __syncwarp();
+            // Q^T as B fragments, kept in registers: step k holds (d 16 k + 2 t.., row g) and (d 16 k + 8 + 2 t..,
+            // row g)
+            uint32_t qf[kQK][2];
+            CUTE_UNROLL
+            for (int k = 0; k < kQK; k += 2)
+            {
+                uint32_t r[4];
+                dt::ldsm_x4(r, smem_addr(smem_raw) + dt::swz128_offset<kBlockM>(tidx % 8, 16 * k + 8 * (tidx / 8)));
+                qf[k][0] = r[0], qf[k][1] = r[1], qf[k + 1][0] = r[2], qf[k + 1][1] = r[3];
+            }
+            // This lane's ldmatrix row inside a stage, by the 16-column step mod 4 (the swizzle's chunk XOR):
+            // K (A of S^T): key 16 mt + rk, columns 16 k + 8 (lane / 16); V^T (A of O^T, transposed): key 16 kk + rv,
+            // columns 16 mt + 8 ((lane / 8) % 2).
+            const int rk = tidx % 8 + 8 * ((tidx / 8) % 2), rv = tidx % 8 + 8 * (tidx / 16);
+            uint32_t k_off[4], v_off[4];
+            CUTE_UNROLL
+            for (int c = 0; c < 4; ++c)
+            {
+                k_off[c] = dt::swz128_offset<kBlockN>(rk, 16 * c + 8 * (tidx / 16));
+                v_off[c] = dt::swz128_offset<kBlockN>(rv, 16 * c + 8 * ((tidx / 8) % 2));
+            }
+            // O^T: o[mt] = (d 16 mt + g [+8], rows 2 t, 2 t + 1); this lane's softmax rows are 2 t and 2 t + 1
+            float o[kDT][4];
+            CUTE_UNROLL
+            for (int mt = 0; mt < kDT; ++mt)
+                o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+            float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+            // tile row tidx % kBlockM's query head and position, for the epilogue's row addresses (the divisions by
+            // the pack ratio run while the first block is in flight)
+            const int row_h = q_head(tidx % kBlockM), row_q = q_pos(tidx % kBlockM);
+            const uint32_t ring_s = smem_addr(s_kv);
+            for (int n = n_first; n >= n_lo; n = next_block(n))
+            {
+                const int st = ring_acquire(n);
+                const uint32_t sk = ring_s + st * (kStageElems * int(sizeof(Element)));
+                const uint32_t sv = sk + Kt::kSmemKElems * int(sizeof(Element));
+                // S^T = K Q^T: s[mt] = (key 16 mt + g [+8], rows 2 t, 2 t + 1)
+                float s[kMT][4];
+                CUTE_UNROLL
+                for (int mt = 0; mt < kMT; ++mt)
+                    s[mt][0] = s[mt][1] = s[mt][2] = s[mt][3] = 0.f;
+                CUTE_UNROLL
+                for (int k = 0; k < kQK; ++k)
+                    CUTE_UNROLL
+                    for (int mt = 0; mt < kMT; ++mt)
+                    {
+                        uint32_t a[4];
+                        dt::ldsm_x4(a, sk + k_off[k % 4] + ((k / 4) * kBlockN + 16 * mt) * kRowBytes);
+                        dt::mma<Element>(s[mt], a, qf[k][0], qf[k][1]);
+                    }
+                const int n_begin = n * kBlockN;
+                if (mod_scores)
+                {
+                    CUTE_UNROLL
+                    for (int mt = 0; mt < kMT; ++mt)
+                        CUTE_UNROLL
+                        for (int i = 0; i < 4; ++i)
+                            s[mt][i] =
+                                mods.modify(s[mt][i], m_begin + 2 * t + i % 2, n_begin + 16 * mt + g + 8 * (i / 2));
+                }
+                if (!mask.tile_fully_visible(q_begin, q_tile_end, n_begin, n_begin + kBlockN))
+                {
+                    CUTE_UNROLL
+                    for (int mt = 0; mt < kMT; ++mt)
+                        CUTE_UNROLL
+                        for (int i = 0; i < 4; ++i)
+                            if (!mask.visible(q_pos(2 * t + i % 2), n_begin + 16 * mt + g + 8 * (i / 2)))
+                                s[mt][i] = -INFINITY;
+                }
+                // online softmax of rows 2 t + r (OnlineSoftmax's arithmetic over the 8 lanes of a row)
+                CUTE_UNROLL
+                for (int r = 0; r < 2; ++r)
+                {
+                    float m = row_max[r];
+                    CUTE_UNROLL
+                    for (int mt = 0; mt < kMT; ++mt)
+                        m = fmaxf(m, fmaxf(s[mt][r], s[mt][r + 2]));
+                    m = dt::group_max(m);
+                    // a row with nothing visible yet keeps max = -inf; shift by 0 so exp2(-inf) = 0 instead of NaN
+                    const float shift = m == -INFINITY ? 0.f : m * softmax_scale_log2;
+                    const float corr  = exp2f(row_max[r] * softmax_scale_log2 - shift);
+                    row_sum[r] *= corr;
+                    CUTE_UNROLL
+                    for (int mt = 0; mt < kDT; ++mt)
+                        o[mt][r] *= corr, o[mt][r + 2] *= corr;
+                    row_max[r] = m;
+                    CUTE_UNROLL
+                    for (int mt = 0; mt < kMT; ++mt)
+                    {
+                        s[mt][r]     = exp2f(s[mt][r] * softmax_scale_log2 - shift);
+                        s[mt][r + 2] = exp2f(s[mt][r + 2] * softmax_scale_log2 - shift);
+                        row_sum[r] += s[mt][r] + s[mt][r + 2];
+                    }
+                }
+                // O^T += V^T P^T, P^T's B fragments by transposing S^T's 8 x 8 quarters in registers
+                CUTE_UNROLL
+                for (int kk = 0; kk < kMT; ++kk)
+                {
+                    const uint32_t b0 = dt::movm_t(dt::pack2<Element>(s[kk][0], s[kk][1]));
+                    const uint32_t b1 = dt::movm_t(dt::pack2<Element>(s[kk][2], s[kk][3]));
+                    CUTE_UNROLL
+                    for (int mt = 0; mt < kDT; ++mt)
+                    {
+                        uint32_t a[4];
+                        dt::ldsm_x4_t(a, sv + v_off[mt % 4] + ((mt / 4) * kBlockN + 16 * kk) * kRowBytes);
+                        dt::mma<Element>(o[mt], a, b0, b1);
+                    }
+                }
+                ring_advance();
+            }
+            MHA_STAMP(kStampLoopEnd);
+
+            // normalise (as OnlineSoftmax::finalize), partial O and LSE to s_part / s_lse
+            const bool partial = p.split.num_splits > 1;
+            const float sink = Kt::kOther && p.mod.sink != nullptr && !partial ? p.mod.sink[bidh] : -INFINITY;
+            float lse[2];
+            CUTE_UNROLL
+            for (int r = 0; r < 2; ++r)
+            {
+                const float inv = finalize_row(dt::group_sum(row_sum[r]), row_max[r], softmax_scale, sink, lse[r]);
+                CUTE_UNROLL
+                for (int mt = 0; mt < kDT; ++mt)
+                    o[mt][r] *= inv, o[mt][r + 2] *= inv;
+            }
+            __syncwarp(); // every lane is past its last read of the ring
+            CUTE_UNROLL
+            for (int mt = 0; mt < kDT; ++mt)
+                CUTE_UNROLL
+                for (int i = 0; i < 4; ++i)
+                    s_part[(2 * t + i % 2) * kLd + 16 * mt + g + 8 * (i / 2)] = o[mt][i];
+            if (g == 0)
+                s_lse[2 * t] = lse[0], s_lse[2 * t + 1] = lse[1];
+            if (partial && p.split.cluster_merge)
+            {
+                cluster_merge([&](int tr) {
+                    return make_int2(__shfl_sync(0xffffffff, row_h, tr), __shfl_sync(0xffffffff, row_q, tr));
+                });
+                return;
+            }
+            __syncwarp();
+            // rows one by one (warp-uniform), a 4-column chunk per lane; a row's head and position from its lane
+            const int rows = m_end - m_begin;
+            if (partial)
+            {
+                // fp32 partial O and this split's LSE (-inf where it saw no key) for the merge in the grid or the
+                // combine kernel
+                const SplitParams& sp = p.split;
+                const int64_t row0 = p.seq.is_group ? seq.q_row0 : 0;
+                float* o_acc = sp.o_acc + split * sp.o_acc_split_stride +
+                               (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride);
+                float* lse_acc = sp.lse_acc + split * sp.lse_acc_split_stride +
+                                 (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride);
+                for (int tr = 0; tr < rows; ++tr)
+                {
+                    const int h = __shfl_sync(0xffffffff, row_h, tr), q = __shfl_sync(0xffffffff, row_q, tr);
+                    float* orow = o_acc + h * sp.o_acc_head_stride + (row0 + q) * sp.o_acc_row_stride;
+                    for (int col = 4 * tidx; col < p.hdim_v; col += 128)
+                    {
+                        const float4 x = *reinterpret_cast<const float4*>(s_part + tr * kLd + col);
+                        orow[col] = x.x, orow[col + 1] = x.y, orow[col + 2] = x.z, orow[col + 3] = x.w;
+                    }
+                }
+                if (tidx < rows)
+                    lse_acc[row_h * sp.lse_acc_head_stride + row0 + row_q] = s_lse[tidx];
+                if (sp.merge_counters != nullptr)
+                {
+                    unsigned* const counter =
+                        sp.merge_counters + (int64_t(bidb) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+                    const int64_t lse_row0 = p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride;
+                    merge_splits_in_grid<Element>(
+                        sp, counter, sp.o_acc + (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride),
+                        sp.lse_acc + (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride),
+                        Kt::kOther ? p.mod.sink : nullptr, p.hdim_v, split, rows, [&](int tr) {
+                            const int h = q_head(tr), q = q_pos(tr);
+                            return MergeRow{h, row0 + q, o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride,
+                                            p.lse != nullptr ? p.lse + h * p.lse_head_stride + lse_row0 + q
+                                                             : nullptr};
+                        });
+                }
+                MHA_STAMP(kStampEnd);
+                return;
+            }
+            // one split: O and the LSE straight out
+            for (int tr = 0; tr < rows; ++tr)
+            {
+                const int h = __shfl_sync(0xffffffff, row_h, tr), q = __shfl_sync(0xffffffff, row_q, tr);
+                Element* orow = o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride;
+                for (int col = 4 * tidx; col < p.hdim_v; col += 128)
+                {
+                    const float4 x = *reinterpret_cast<const float4*>(s_part + tr * kLd + col);
+                    alignas(8) Element out[4] = {static_cast<Element>(x.x), static_cast<Element>(x.y),
+                                                 static_cast<Element>(x.z), static_cast<Element>(x.w)};
+                    *reinterpret_cast<uint2*>(orow + col) = *reinterpret_cast<const uint2*>(out);
+                }
+            }
+            if (p.lse != nullptr && tidx < rows)
+            {
+                const int64_t row0 = p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride;
+                p.lse[row_h * p.lse_head_stride + row0 + row_q] = s_lse[tidx];
+            }
+            MHA_STAMP(kStampEnd);
+            return;
+        }
+    }
+#endif
+
     if constexpr (!Kt::kSplit)
     {
         // Compute-bound prefill: one K and one V buffer. V[n] loads during S = Q K[n]^T, K[next] during the
@@ -501,25 +805,15 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         // set up in the prologue (issue_next above).
         if constexpr (Kt::kRing)
         {
-            constexpr int kStages = Kt::kKvStages;
             cute::cp_async_wait<0>(); // Q
-            int st = 0, phase = 0, st_issue = kStages - 1;
             for (int n = n_first; n >= n_lo; n = next_block(n))
             {
-                // every lane is done reading (and zeroing) the stage the copy engine refills next
-                ring.fence_async();
-                __syncwarp();
-                issue_next(st_issue);
-                ring.wait(st, phase);
-                if (n == n_first)
-                    MHA_STAMP(kStampFirstBlock);
+                const int st = ring_acquire(n);
                 Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{}); // (MMA, M, N)
                 clear(acc_s);
                 score(acc_s, n, stage_view(tSsK, st));
                 update(acc_s, n, stage_view(tOsVt, st));
-                st_issue = st;
-                if (++st == kStages)
-                    st = 0, phase ^= 1;
+                ring_advance();
             }
         }
 #endif
@@ -615,16 +909,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     {
         if (partial && p.split.cluster_merge)
         {
-            // The num_splits CTAs of this tile form one cluster (fwd_launch.cuh). Each leaves its fp32 partial O
-            // (normalised by its own sum) and LSE in its own shared memory, then every CTA merges its share of the
-            // tile's (row, 4-column) chunks from all of them through distributed shared memory, with the combine
-            // kernel's arithmetic. No partials in global memory, no second kernel. The second barrier keeps each
-            // CTA's shared memory alive until the others have read it. The ring is drained: every issued stage was
-            // waited for, so the stages are free.
-            constexpr int kLd = kHeadDimV + 8; // fp32 row stride: the 8 rows of a fragment fall in different banks
-            float* const s_part = reinterpret_cast<float*>(smem_raw + Kt::kSmemQBytes);
-            float* const s_lse  = s_part + kBlockM * kLd;
-            static_assert(kBlockM * (kLd + 1) * 4 <= Kt::kKvStages * Kt::kStageBytes, "partial fits the ring");
             Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
             Tensor c_rc = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
             CUTE_UNROLL
@@ -637,54 +921,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 if (get<1>(c_rc(0, 0)) == 0)
                     s_lse[tr] = lse[r];
             }
-            cluster_sync();
-            MHA_STAMP(kStampMerge);
-            const int n_splits = p.split.num_splits, chunks_per_row = p.hdim_v / 4;
-            for (int i = cluster_cta_rank() * 32 + tidx; i < (m_end - m_begin) * chunks_per_row; i += n_splits * 32)
-            {
-                const int tr = i / chunks_per_row, col = (i % chunks_per_row) * 4;
-                float l[kClusterMergeMaxSplits];
-                float m = -INFINITY;
-                CUTE_UNROLL
-                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
-                {
-                    l[s] = s < n_splits ? cluster_load(cluster_smem_addr(s_lse + tr, s)) : -INFINITY;
-                    m    = fmaxf(m, l[s]);
-                }
-                MHA_STAMP(kStampMergeLse, __float_as_int(m));
-                float sum = 0.f;
-                CUTE_UNROLL
-                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
-                    sum += l[s] == -INFINITY ? 0.f : expf(l[s] - m);
-                const int h = q_head(tr), q = q_pos(tr);
-                const MergedLse mg = merge_lse(m, sum, Kt::kOther && p.mod.sink != nullptr ? p.mod.sink[h] : -INFINITY);
-                float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-                CUTE_UNROLL
-                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
-                {
-                    const float w = s < n_splits ? merge_weight(l[s], mg.lse_keys) : 0.f;
-                    if (w != 0.f)
-                    {
-                        const float4 x = cluster_load4(cluster_smem_addr(s_part + tr * kLd + col, s));
-                        acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
-                    }
-                }
-                alignas(8) Element out[4] = {static_cast<Element>(acc.x * mg.out_scale),
-                                             static_cast<Element>(acc.y * mg.out_scale),
-                                             static_cast<Element>(acc.z * mg.out_scale),
-                                             static_cast<Element>(acc.w * mg.out_scale)};
-                *reinterpret_cast<uint2*>(o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride + col) =
-                    *reinterpret_cast<const uint2*>(out);
-                if (p.lse != nullptr && col == 0)
-                    p.lse[h * p.lse_head_stride + (p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride) + q] =
-                        mg.lse;
-            }
-            MHA_STAMP(kStampStored);
-            // relaxed: the O / LSE stores above need no ordering, and a release would hold every CTA until they
-            // reach the L2 (H200, cold same-call A/B, three passes, KV GB/s: b=16 1k 2686-2714 -> 2733-2744, 2k
-            // 3241-3277 -> 3292-3326, b=8 1k 1901-1938 -> 1946-1961, 8k-length points +0.2-0.5%)
-            cluster_sync_relaxed();
-            MHA_STAMP(kStampEnd);
+            cluster_merge([&](int tr) { return make_int2(q_head(tr), q_pos(tr)); });
             return;
         }
     }

@@ -69,7 +69,8 @@ struct FwdKernelTraits
     static constexpr bool kSplit   = kSplit_;
     // kDecode: the split-KV decode tile (16 rows, one warp; csrc/codegen/generate.py splitkv_tiles). Memory-bound:
     // on sm_90 its K / V blocks stream through a ring of kKvStages stages filled by the tensor copy engine
-    // (decode_ring.cuh); older GPUs run the two-stage cp.async loop of the split prefill tile.
+    // (decode_ring.cuh), and a tile of at most 8 rows computes transposed (decode_t.cuh); older GPUs run the
+    // two-stage cp.async loop of the split prefill tile.
     static constexpr bool kDecode  = kSplit && kNWarps == 1;
     // K / V tile addresses: 64-bit block base plus 32-bit offsets inside the block. That saves registers in the
     // mainloop for hdim <= 192 (d128 128x48: 88 -> 44 B of spill, +6% on H200); at hdim 256 the 16 copies per thread

@@ -284,6 +284,30 @@ __device__ __forceinline__ float quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffff, x, 2);
 }
 
+// One softmax row at the end: `sum` its exp2 weights summed over all its keys, `row_max` its running max of raw
+// scores, `scale` turning that max into natural-log units, `sink` a natural-log logit (-inf: none) that joins the
+// denominator without a value row. Returns the factor O's row is multiplied by and writes the row's natural-log LSE;
+// a row that saw no key and no sink gets 0 and -inf.
+__device__ __forceinline__ float finalize_row(float sum, float row_max, float scale, float sink, float& lse)
+{
+    float m      = sum > 0.f ? row_max * scale : -INFINITY;
+    float factor = 1.f;
+    if (sink > m)
+    {
+        const float rescale = m == -INFINITY ? 0.f : expf(m - sink);
+        sum    = sum * rescale + 1.f;
+        factor = rescale;
+        m      = sink;
+    }
+    else if (sink != -INFINITY)
+    {
+        sum += expf(sink - m);
+    }
+    const bool empty = !(sum > 0.f);
+    lse = empty ? -INFINITY : m + logf(sum);
+    return empty ? 0.f : factor / sum;
+}
+
 template <int kRows>
 struct OnlineSoftmax
 {
@@ -334,32 +358,14 @@ struct OnlineSoftmax
         }
     }
 
-    // Normalises o in place and returns each row's natural-log LSE. `scale` turns row_max into natural-log units;
-    // `sink` (natural-log logit, -inf: none) joins every row's denominator without a value row. A row that saw no
-    // key and no sink gets O = 0 and LSE = -inf.
+    // Normalises o in place and returns each row's natural-log LSE (finalize_row).
     template <typename TO>
     __device__ __forceinline__ void finalize(TO& o, float scale, float sink, float (&lse)[kRows])
     {
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r)
         {
-            float sum = quad_sum(row_sum[r]);
-            float m   = sum > 0.f ? row_max[r] * scale : -INFINITY;
-            float factor = 1.f;
-            if (sink > m)
-            {
-                const float rescale = m == -INFINITY ? 0.f : expf(m - sink);
-                sum    = sum * rescale + 1.f;
-                factor = rescale;
-                m      = sink;
-            }
-            else if (sink != -INFINITY)
-            {
-                sum += expf(sink - m);
-            }
-            const bool empty = !(sum > 0.f);
-            lse[r] = empty ? -INFINITY : m + logf(sum);
-            const float inv = empty ? 0.f : factor / sum;
+            const float inv = finalize_row(quad_sum(row_sum[r]), row_max[r], scale, sink, lse[r]);
             CUTE_UNROLL
             for (int c = 0; c < size<1>(o); ++c)
                 o(r, c) *= inv;
