@@ -531,6 +531,25 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     };
 #endif
 
+    // More than 8 splits of a decode tile, with arrival counters from the host: the split grid was launched
+    // cooperatively (fwd_launch.cuh) and the tile's splits merge here, without the combine kernel
+    // (splitkv_combine.cuh). Every lane calls it after this split's partial stores. Generic, so only the split-KV
+    // instances compile it.
+    auto merge_in_grid = [&](auto rows) {
+        const SplitParams& sp = p.split;
+        const int64_t row0 = p.seq.is_group ? seq.q_row0 : 0;
+        unsigned* const counter = sp.merge_counters + (int64_t(bidb) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        const int64_t lse_row0 = p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride;
+        merge_splits_in_grid<Element>(
+            sp, counter, sp.o_acc + (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride),
+            sp.lse_acc + (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride), Kt::kOther ? p.mod.sink : nullptr,
+            p.hdim_v, split, int(rows), [&](int tr) {
+                const int h = q_head(tr), q = q_pos(tr);
+                return MergeRow{h, row0 + q, o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride,
+                                p.lse != nullptr ? p.lse + h * p.lse_head_stride + lse_row0 + q : nullptr};
+            });
+    };
+
 #if MHA_DECODE_TMA
     // Decode tiles of at most 8 rows (a decode step: one query, up to 8 query heads per KV head) on the ring: the
     // transposed step of decode_t.cuh, keys and head dimensions on the MMA's M side and the rows on its N side.
@@ -708,20 +727,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 if (tidx < rows)
                     lse_acc[row_h * sp.lse_acc_head_stride + row0 + row_q] = s_lse[tidx];
                 if (sp.merge_counters != nullptr)
-                {
-                    unsigned* const counter =
-                        sp.merge_counters + (int64_t(bidb) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-                    const int64_t lse_row0 = p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride;
-                    merge_splits_in_grid<Element>(
-                        sp, counter, sp.o_acc + (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride),
-                        sp.lse_acc + (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride),
-                        Kt::kOther ? p.mod.sink : nullptr, p.hdim_v, split, rows, [&](int tr) {
-                            const int h = q_head(tr), q = q_pos(tr);
-                            return MergeRow{h, row0 + q, o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride,
-                                            p.lse != nullptr ? p.lse + h * p.lse_head_stride + lse_row0 + q
-                                                             : nullptr};
-                        });
-                }
+                    merge_in_grid(rows);
                 MHA_STAMP(kStampEnd);
                 return;
             }
@@ -958,22 +964,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             if constexpr (Kt::kDecode)
             {
                 if (sp.merge_counters != nullptr)
-                {
-                    // The split grid was launched cooperatively (fwd_launch.cuh): the tile's splits merge here,
-                    // without the combine kernel (splitkv_combine.cuh).
-                    unsigned* const counter =
-                        sp.merge_counters + (int64_t(bidb) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-                    const int64_t lse_row0 = p.seq.is_group ? seq.q_row0 : bidb * p.lse_batch_stride;
-                    merge_splits_in_grid<Element>(
-                        sp, counter, sp.o_acc + (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride),
-                        sp.lse_acc + (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride),
-                        Kt::kOther ? p.mod.sink : nullptr, p.hdim_v, split, m_end - m_begin, [&](int tr) {
-                            const int h = q_head(tr), q = q_pos(tr);
-                            return MergeRow{h, row0 + q, o_base + h * p.o_head_stride + int64_t(q) * p.o_row_stride,
-                                            p.lse != nullptr ? p.lse + h * p.lse_head_stride + lse_row0 + q
-                                                             : nullptr};
-                        });
-                }
+                    merge_in_grid(m_end - m_begin);
             }
             MHA_STAMP(kStampEnd);
             return;
