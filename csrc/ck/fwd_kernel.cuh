@@ -559,6 +559,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         {
             constexpr int kMT = kBlockN / 16, kQK = kHeadDim / 16, kDT = kHeadDimV / 16;
             constexpr int kRowBytes = 128; // a swizzled atom row: 64 elements
+            static_assert(Kt::kAtomQ == 64 && Kt::kAtomV == 64 && sizeof(Element) == 2, "dt::swz128_offset's tiles");
             const int g = tidx / 4, t = tidx % 4;
             cute::cp_async_wait<0>(); // Q
             __syncwarp();
