@@ -2,7 +2,9 @@
 # Where a decode call's time goes: builds the bf16 d128 split-KV instances with per-CTA %globaltimer stamps
 # (-DMHA_STAMPS, csrc/ck/stamps.cuh) into a scratch directory, then runs benchmark_mha_fwd on each shape (32 query /
 # 8 KV heads, one query, the library's split count, L2 swept before every call) and prints the stamps of its last
-# call. The build's timings mean nothing (the host synchronises to read the stamps); the stamps do.
+# call. The build's timings mean nothing (the host synchronises to read the stamps); the stamps do. The first line
+# says how long after the spin kernel before the timed call (l2_flush.cu) the first CTA started; MHA_STAMPS_RAW=FILE
+# also writes every CTA's row (CTA index, SM id, each point in ns after the first start) for offline analysis.
 # Usage: bash scripts/decode_stamps.sh ["B KEYS [more benchmark flags]" ...]   (default: "16 1024" "1 8192")
 # Builds with scripts/decode_build.sh (CUTLASS_DIR or the .carry wheel); STAMPS_DIR (default /tmp/mha_stamps) holds
 # the build, STAMPS_FLAGS adds nvcc flags (experiments).

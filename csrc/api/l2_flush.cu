@@ -6,7 +6,10 @@
 #include "launch.h"
 
 #include <cstdint>
+#include <cudaTypedefs.h>
+#include <map>
 #include <mutex>
+#include <utility>
 
 namespace mha {
 namespace {
@@ -27,6 +30,9 @@ __global__ void l2_sweep_kernel(const uint4* __restrict__ buf, size_t n, uint32_
 
 // Keeps the stream busy for `ns` nanoseconds after the sweep, so the host has queued the timed pass before its start
 // event fires and the pass's host-side work (checks, tensor maps, launches) stays outside the timing.
+#ifdef MHA_STAMPS
+__device__ uint64_t g_spin_end; // the stamps' reference: when the last spin before a timed pass ended
+#endif
 __global__ void spin_kernel(uint64_t ns)
 {
     uint64_t t0, t;
@@ -34,6 +40,9 @@ __global__ void spin_kernel(uint64_t ns)
     do
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     while (t - t0 < ns);
+#ifdef MHA_STAMPS
+    g_spin_end = t;
+#endif
 }
 
 struct SweepBuffer
@@ -44,21 +53,57 @@ struct SweepBuffer
     cudaError_t err = cudaSuccess;
 };
 
+// The unique id of the calling thread's current context (0 when the driver cannot tell): a cudaDeviceReset destroys
+// the device's primary context, and with it the sweep buffer; the context made afterwards has another id.
+unsigned long long context_id()
+{
+    using GetCurrent = PFN_cuCtxGetCurrent_v4000;
+    using GetId      = PFN_cuCtxGetId_v12000;
+    static const auto fns = [] {
+        void* a = nullptr;
+        void* b = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050 // the versioned query; CUDA 13 deprecates the other
+        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &a, 4000, cudaEnableDefault, &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess ||
+            cudaGetDriverEntryPointByVersion("cuCtxGetId", &b, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess)
+#else
+        if (cudaGetDriverEntryPoint("cuCtxGetCurrent", &a, cudaEnableDefault, &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess ||
+            cudaGetDriverEntryPoint("cuCtxGetId", &b, cudaEnableDefault, &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess)
+#endif
+            a = b = nullptr;
+        return std::pair{reinterpret_cast<GetCurrent>(a), reinterpret_cast<GetId>(b)};
+    }();
+    CUcontext ctx = nullptr;
+    unsigned long long id = 0;
+    if (fns.first == nullptr || fns.first(&ctx) != CUDA_SUCCESS || ctx == nullptr || fns.second(ctx, &id) != CUDA_SUCCESS)
+        return 0;
+    return id;
+}
+
 } // namespace
 
 cudaError_t flush_l2(cudaStream_t stream)
 {
-    constexpr int kMaxDevices = 64;
-    static SweepBuffer buffers[kMaxDevices];
-    static std::mutex mu;
     int dev = 0;
     if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
         return e;
-    if (dev < 0 || dev >= kMaxDevices)
-        return cudaErrorInvalidDevice;
-    SweepBuffer& b = buffers[dev];
+    // One buffer per (device, context): a cudaDeviceReset destroys the primary context and the buffer with it, and
+    // the context made after it has another id, so the next pass allocates afresh (a buffer cached per device would
+    // point into the released context). The entry of a destroyed context stays behind, its memory freed with it.
+    static std::map<std::pair<int, unsigned long long>, SweepBuffer> buffers;
+    static std::mutex mu;
+    unsigned long long ctx = context_id();
+    if (ctx == 0 && cudaFree(nullptr) == cudaSuccess) // no context yet: the runtime makes the primary one
+        ctx = context_id();
+    SweepBuffer* bp = nullptr;
     {
         std::lock_guard<std::mutex> lock(mu);
+        SweepBuffer& b = buffers[{dev, ctx}];
+        bp = &b;
         if (b.buf == nullptr && b.err == cudaSuccess)
         {
             int l2 = 0;
@@ -79,11 +124,21 @@ cudaError_t flush_l2(cudaStream_t stream)
         if (b.err != cudaSuccess)
             return b.err;
     }
+    const SweepBuffer& b = *bp; // std::map entries stay where they are
     l2_sweep_kernel<<<b.sms * 4, 512, 0, stream>>>(b.buf, b.n, reinterpret_cast<uint32_t*>(b.buf + b.n));
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
         return e;
     spin_kernel<<<1, 32, 0, stream>>>(100000);
     return cudaGetLastError();
 }
+
+#ifdef MHA_STAMPS
+// stamps.cuh: the %globaltimer value at the end of the last spin (0 before any)
+unsigned long long stamps_spin_end()
+{
+    uint64_t t = 0;
+    return cudaMemcpyFromSymbol(&t, g_spin_end, sizeof(t)) == cudaSuccess ? t : 0;
+}
+#endif
 
 } // namespace mha

@@ -2,8 +2,8 @@
 // CTAs in and out on one counter per tile, and the last CTA out sets it back to 0 (splitkv_combine.cuh), so a counter
 // is 0 whenever no call is using it. They are a __device__ array, zero from the module's load: no allocation and no
 // memset, nothing that a CUDA graph capture forbids. Calls that may run at the same time must not share counters.
-// Each (device, o_acc address, stream) gets a slot of its own, for the life of the process (a captured graph keeps
-// its slot's address): calls on one stream run one after the other, and calls in flight on different streams share
+// Each (device, o_acc address, stream) gets a slot of its own for as long as the module stays loaded, i.e. until a
+// cudaDeviceReset (a captured graph keeps its slot's address): calls on one stream run one after the other, and calls in flight on different streams share
 // a slot only if they also share o_acc, which a caller cannot do anyway (the partials would collide); keying by the
 // stream too keeps such a mistake from leaving a counter off for later calls. When the slots run out, calls on new
 // (address, stream) pairs take the combine kernel, which needs no counters.
@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -35,32 +36,41 @@ unsigned* merge_counters_for(const void* o_acc, const void* stream, int64_t tile
         (void)cudaGetLastError(); // the launch that follows reports real errors, not this one
         return nullptr;
     }
+    // The array's address, looked up on every call: cudaDeviceReset unloads the module with the context, and the
+    // next call's lookup loads it again, possibly elsewhere and always zero, so a changed address drops the device's
+    // slots (a cached address would point into a released context). Inside a stream capture (global mode) the
+    // lookup, which may load the module, is allowed as a relaxed call.
+    unsigned* base = nullptr;
+    {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
+        {
+            (void)cudaGetLastError();
+            return nullptr;
+        }
+        void* ptr = nullptr;
+        if (cudaGetSymbolAddress(&ptr, g_merge_counters) != cudaSuccess)
+        {
+            (void)cudaGetLastError();
+            ptr = nullptr;
+        }
+        cudaThreadExchangeStreamCaptureMode(&mode);
+        base = static_cast<unsigned*>(ptr);
+    }
+    if (base == nullptr)
+        return nullptr;
     static std::mutex mu;
-    static std::map<int, unsigned*> base_of;                                      // device -> its array
+    static std::map<int, unsigned*> base_of;                                 // device -> its array
     static std::map<std::tuple<int, const void*, const void*>, int> slot_of; // (device, o_acc, stream) -> slot
     static std::map<int, int> slots_used;
     std::lock_guard<std::mutex> lock(mu);
-    auto base = base_of.find(dev);
-    if (base == base_of.end())
+    if (unsigned*& known = base_of[dev]; known != base)
     {
-        // inside a stream capture (global mode) the lookup, which may load the module, is allowed as a relaxed call
-        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        void* ptr = nullptr;
-        if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
-            (void)cudaGetLastError();
-        else
-        {
-            if (cudaGetSymbolAddress(&ptr, g_merge_counters) != cudaSuccess)
-            {
-                (void)cudaGetLastError();
-                ptr = nullptr;
-            }
-            cudaThreadExchangeStreamCaptureMode(&mode);
-        }
-        base = base_of.emplace(dev, static_cast<unsigned*>(ptr)).first;
+        known = base; // first call on this device, or the module was loaded again: every counter is 0
+        slots_used[dev] = 0;
+        for (auto it = slot_of.begin(); it != slot_of.end();)
+            it = std::get<0>(it->first) == dev ? slot_of.erase(it) : std::next(it);
     }
-    if (base->second == nullptr)
-        return nullptr;
     auto slot = slot_of.find({dev, o_acc, stream});
     if (slot == slot_of.end())
     {
@@ -69,7 +79,7 @@ unsigned* merge_counters_for(const void* o_acc, const void* stream, int64_t tile
             return nullptr;
         slot = slot_of.emplace(std::tuple{dev, o_acc, stream}, used++).first;
     }
-    return base->second + int64_t(slot->second) * kSlotTiles;
+    return base + int64_t(slot->second) * kSlotTiles;
 }
 
 } // namespace mha

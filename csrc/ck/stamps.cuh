@@ -16,6 +16,12 @@
 #include <vector>
 #endif
 
+#ifdef MHA_STAMPS
+namespace mha {
+unsigned long long stamps_spin_end(); // csrc/api/l2_flush.cu: when the spin before the timed pass ended
+}
+#endif
+
 namespace mha::ck {
 
 // The points: CTA start, key count known, first copies issued, first block landed, key loop ended, merge started
@@ -94,6 +100,9 @@ static inline void print_stamps(dim3 grid, int splits)
     };
     std::printf("[stamps] call %d, grid %ux%ux%u, %d splits; us after the first CTA start: min p10 p50 p90 max\n",
                 calls, grid.x, grid.y, grid.z, splits);
+    // with -flush_cache=1: how long after the spin before this pass the first CTA started (the launch's latency)
+    if (const unsigned long long spin = stamps_spin_end(); spin != 0 && spin < t0 && t0 - spin < 1000000ull)
+        std::printf("[stamps] first CTA start %.2f us after the spin kernel's end\n", (t0 - spin) * 1e-3);
     const char* names[kStampPoints] = {"start",    "key count", "issued", "first",   "loop end",
                                        "merge",    "end",       "m:lse",  "m:stored"};
     for (int k = 0; k < kStampPoints; ++k)
@@ -121,6 +130,22 @@ static inline void print_stamps(dim3 grid, int splits)
     row("d:first", first_wait);
     row("d:loop", loop);
     row("d:mwait", merge_wait);
+    // MHA_STAMPS_RAW=FILE: every CTA's row (CTA index, SM id, the points in ns after t0 or -1) for offline analysis
+    if (const char* raw = std::getenv("MHA_STAMPS_RAW"))
+        if (FILE* f = std::fopen(raw, "w"))
+        {
+            for (size_t i = 0; i < n; ++i)
+            {
+                std::fprintf(f, "%zu %llu", i, v[i * kStampSlots + kStampPoints]);
+                for (int k = 0; k < kStampPoints; ++k)
+                {
+                    double us;
+                    std::fprintf(f, " %lld", at(i, k, us) ? (long long)(v[i * kStampSlots + k] - t0) : -1ll);
+                }
+                std::fprintf(f, "\n");
+            }
+            std::fclose(f);
+        }
     std::printf("[stamps] SMs holding k CTAs:");
     for (int k = 1; k <= 64; ++k)
     {

@@ -575,6 +575,60 @@ bool concurrent_merge_case()
     return ok;
 }
 
+// After a cudaDeviceReset, the library's per-context state must follow the new context: the in-grid merge's arrival
+// counters (the module is loaded again, maybe elsewhere; before the reset concurrent_merge_case used up every slot,
+// so a grid merge here also shows that the slots were handed back) and the L2 sweep buffer of timed passes
+// (stream_config::flush_cache_). A b=1 8k decode merged in the grid and a timed pass with the sweep must both match
+// the combine kernel's result of the same call.
+bool reset_case()
+{
+    CHECK(cudaDeviceReset());
+    const int b = 1, h = 32, hk = 8, d = 128, sk = 8192, splits = 64;
+    const size_t o_elems = size_t(b) * h * d;
+    std::mt19937 g(31);
+    bf16* dq = upload(random_bf16(size_t(b) * h * d, g));
+    bf16* dk = upload(random_bf16(size_t(b) * sk * hk * d, g));
+    bf16* dv = upload(random_bf16(size_t(b) * sk * hk * d, g));
+    bool ok = true;
+    {
+        DecodeOut out(b, h, d, splits);
+        const auto s1 = decode_args(b, sk, splits, dq, dk, dv, out.o1, out.l1, out.lacc, out.oacc);
+        const auto s2 = decode_args(b, sk, splits, dq, dk, dv, out.o2, out.l2, out.lacc, out.oacc);
+        setenv("MHA_SPLITKV_MERGE", "combine", 1);
+        ok &= decode_call(s1, nullptr) >= 0;
+        setenv("MHA_SPLITKV_MERGE", "grid", 1);
+        CHECK(cudaMemset(out.o2, 0xff, o_elems * 2));
+        CHECK(cudaMemset(out.l2, 0xff, b * h * 4));
+        const bool merged = decode_call(s2, nullptr) >= 0;
+        if (!merged)
+            std::printf("after cudaDeviceReset, in-grid merge FAIL: %s\n", aiter::mha_get_last_error());
+        ok &= merged;
+        CHECK(cudaDeviceSynchronize());
+        const auto o_ref = download(out.o1, o_elems);
+        const auto l_ref = download(out.l1, b * h);
+        if (ok)
+            ok &= compare("after cudaDeviceReset, in-grid merge", o_ref, download(out.o2, o_elems), l_ref,
+                          download(out.l2, b * h));
+        unsetenv("MHA_SPLITKV_MERGE");
+        ck_tile::stream_config sc{};
+        sc.time_kernel_ = true, sc.flush_cache_ = true, sc.cold_niters_ = 0, sc.nrepeat_ = 2;
+        CHECK(cudaMemset(out.o2, 0xff, o_elems * 2));
+        CHECK(cudaMemset(out.l2, 0xff, b * h * 4));
+        const float ms = aiter::mha_fwd_splitkv(s2, sc, "bf16", false, mask_enum::no_mask, bias_enum::no_bias, true);
+        if (!(ms > 0.f))
+            std::printf("after cudaDeviceReset, timed pass with the L2 sweep FAIL (%g): %s\n", ms,
+                        aiter::mha_get_last_error());
+        ok &= ms > 0.f;
+        CHECK(cudaDeviceSynchronize());
+        if (ms > 0.f)
+            ok &= compare("after cudaDeviceReset, timed pass with the L2 sweep", o_ref, download(out.o2, o_elems),
+                          l_ref, download(out.l2, b * h));
+    }
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv})
+        cudaFree(x);
+    return ok;
+}
+
 int main()
 {
     bool ok = true;
@@ -600,6 +654,7 @@ int main()
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
         ok &= graph_case(b, splits);
     ok &= concurrent_merge_case();
+    ok &= reset_case(); // last: it releases every allocation of the cases before it
     std::printf("kvcache_check: %s\n", ok ? "all ok" : "FAILED");
     return ok ? 0 : 1;
 }
