@@ -10,6 +10,14 @@ timed alone between CUDA events (ours: -flush_cache=1); the mean is reported. Ev
 DRAM, as it would inside a model. --warm-l2 times 20 back-to-back calls instead (no sweep: caches up to the L2 size
 then partly stay in it between calls).
 
+The sweep before an SDPA call is the library's own sweep kernel (csrc/api/l2_flush.cu's source, compiled here with
+CuPy and run on torch's stream), so both sides see the same kernel before their call. Which kernel that is matters:
+after a torch reduction (torch.amax over a buffer of four times the L2, this script's sweep until the twelfth
+session) every CTA of our decode kernel got its first tensor copy about 4.5 us late (H100, per-CTA stamps: first
+block 9.0-9.3 us after the first CTA start instead of 4.1-5.3) and our calls took 3.5-8.5 us longer, while cuDNN's
+b=1 8k call took 0.4-2.5 us longer and its other points moved by under 2% (README, decode section;
+scripts/decode_harness.py measures both sequences).
+
   python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd
 """
 import argparse
@@ -34,9 +42,39 @@ def ours(exe, b, L, page, layout, cold, splits=0, env=None):
     return ms, (int(splits.group(1)) if splits else 1), out.strip()
 
 
+def sweep_source():
+    """csrc/api/l2_flush.cu's l2_sweep_kernel as an extern "C" kernel for NVRTC (its text; no standard headers)."""
+    import pathlib
+    text = (pathlib.Path(__file__).resolve().parent.parent / "csrc/api/l2_flush.cu").read_text()
+    begin = text.index("__global__ void l2_sweep_kernel")
+    body = text[begin:text.index("\n}\n", begin) + 3]
+    return ("typedef unsigned int uint32_t;\ntypedef unsigned long long sz_t;\nextern \"C\" " +
+            body.replace("size_t", "sz_t"))
+
+
+class L2Sweep:
+    """csrc/api/l2_flush.cu's sweep on torch's current stream, launched as the library launches it: a zeroed buffer of
+    four times the L2 plus a 16-byte sink, four CTAs of 512 threads per SM."""
+
+    def __init__(self):
+        import cupy
+        import torch
+        props = torch.cuda.get_device_properties(0)
+        self.torch, self.cupy = torch, cupy
+        self.buf = torch.zeros(4 * props.L2_cache_size + 16, dtype=torch.uint8, device="cuda")
+        self.arr = cupy.asarray(self.buf)
+        self.n = cupy.uint64(self.buf.numel() // 16 - 1)
+        self.grid = props.multi_processor_count * 4
+        self.kernel = cupy.RawKernel(sweep_source(), "l2_sweep_kernel")
+
+    def __call__(self):
+        with self.cupy.cuda.ExternalStream(self.torch.cuda.current_stream().cuda_stream):
+            self.kernel((self.grid,), (512,), (self.arr, self.n, self.arr[-16:]))
+
+
 def event_time(f, warmup=5, rep=20, sweep=None):
-    """Mean ms per call of f: back-to-back between two events, or (sweep: a tensor four times the L2 size) each call
-    after a read of `sweep` and timed alone."""
+    """Mean ms per call of f: back-to-back between two events, or (sweep: an L2Sweep) each call after the sweep and a
+    ~100 us wait, timed alone."""
     import torch
     for _ in range(warmup):
         f()
@@ -50,7 +88,7 @@ def event_time(f, warmup=5, rep=20, sweep=None):
         return s.elapsed_time(e) / rep
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(rep)]
     for s, e in ev:
-        torch.amax(sweep)
+        sweep()
         torch.cuda._sleep(200_000)  # ~100 us: the call is queued before its start event fires (host time excluded)
         s.record()
         f()
@@ -78,8 +116,7 @@ def main():
     y = torch.empty_like(x)
     copy = 2 * 2**30 / event_time(lambda: y.copy_(x)) / 1e6
     del x, y
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    sweep = None if a.warm_l2 else torch.ones(l2, dtype=torch.int32, device="cuda")  # 4x the L2 in bytes
+    sweep = None if a.warm_l2 else L2Sweep()
     print(f"# {torch.cuda.get_device_name(0)}; copy bandwidth (read + write) {copy:.0f} GB/s; dense layout {a.layout}; "
           f"{'warm L2 (back-to-back calls)' if a.warm_l2 else 'L2 swept before every call'}")
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,

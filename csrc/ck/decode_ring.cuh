@@ -186,7 +186,13 @@ inline bool encode_decode_maps(FwdParams& p, int box_rows, int atom_q, int atom_
     constexpr cuuint64_t kOpen = (1ull << 31) - 1; // extent of a dimension whose size the call does not give
     // L2 fetches of 128 bytes, the size of a box row: 256-byte promotion saturated the L2 at 87% of DRAM
     // bandwidth (H200, b=64, 32k keys: 4.11 TB/s against 4.62 with 128 bytes or none).
+    // On H100 256-byte promotion gained 0.3-1.1% (b=1 128k 2858 -> 2889 GB/s) and none was within 1% (twelfth
+    // session, README); -DMHA_DECODE_L2PROMO=<CUtensorMapL2promotion value> builds another for such A/Bs.
+#ifdef MHA_DECODE_L2PROMO
+    constexpr CUtensorMapL2promotion kL2Promotion = CUtensorMapL2promotion(MHA_DECODE_L2PROMO);
+#else
     constexpr CUtensorMapL2promotion kL2Promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+#endif
     const bool paged = p.kv.page_size > 0, group = p.seq.is_group;
     auto one = [&](TmaDesc& out, const void* base, int hdim, int atom, int rows, int64_t row_stride,
                    int64_t head_stride, int64_t outer_stride) {
