@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Our decode step and cuDNN's in one PyTorch process, after the same pre-call kernels: CUDA-event time per call
-(median of 20) under each pre-call sequence, and with --cupti the kernels' durations from torch.profiler.
+(median of 20, decode_bench.event_time) under each pre-call sequence, and with --cupti the kernels' durations from
+torch.profiler.
 
 The pre-call sequence is the L2 sweep and a ~100 us wait before every timed call. --modes picks the sweep: `sweep`
 (the library's own kernel, csrc/api/l2_flush.cu, as scripts/decode_bench.py runs it before SDPA) or `torch`
@@ -20,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_bench import L2Sweep  # noqa: E402
+from decode_bench import L2Sweep, event_time  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,19 +58,6 @@ def main():
     pre = {"sweep": ours_sweep, "torch": lambda: torch.amax(torch_buf),
            "sweep+params": lambda: (ours_sweep(), lib.params_kernel(ctypes.c_void_p(stream)))}
     rep = 20
-
-    def event_us(f, before):
-        for _ in range(5):
-            f()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(rep)]
-        for s, e in ev:
-            before()
-            torch.cuda._sleep(200_000)
-            s.record()
-            f()
-            e.record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) * 1e3 for s, e in ev)
 
     def kernel_us(f, before):
         """median duration of each kernel the call launches (the kernels after each wait kernel)"""
@@ -117,9 +105,9 @@ def main():
         line = f"b={b:<3} keys={keys:<7} splits={lib.decode_splits(b, 32, 8, keys):<3}"
         for mode in a.modes.split(","):
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                tc = event_us(cudnn, pre[mode])
+                tc = event_time(cudnn, rep=rep, sweep=pre[mode], median=True) * 1e3
                 kc = kernel_us(cudnn, pre[mode]) if a.cupti else None
-            to = event_us(ours, pre[mode])
+            to = event_time(ours, rep=rep, sweep=pre[mode], median=True) * 1e3
             ko = kernel_us(ours, pre[mode]) if a.cupti else None
             line += f" | {mode}: cudnn {tc:6.2f} ({nbytes / tc / 1e3:4.0f}) ours {to:6.2f} ({nbytes / to / 1e3:4.0f})"
             if a.cupti:
