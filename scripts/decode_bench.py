@@ -12,11 +12,11 @@ then partly stay in it between calls).
 
 The sweep before an SDPA call is the library's own sweep kernel (csrc/api/l2_flush.cu's source, compiled here with
 CuPy and run on torch's stream), so both sides see the same kernel before their call. Which kernel that is matters:
-after a torch reduction (torch.amax over a buffer of four times the L2, this script's sweep until the twelfth
-session) every CTA of our decode kernel got its first tensor copy about 4.5 us late (H100, per-CTA stamps: first
-block 9.0-9.3 us after the first CTA start instead of 4.1-5.3) and our calls took 3.5-8.5 us longer, while cuDNN's
-b=1 8k call took 0.4-2.5 us longer and its other points moved by under 2% (README, decode section;
-scripts/decode_harness.py measures both sequences).
+until the thirteenth session a torch reduction (torch.amax over a buffer of four times the L2, this script's sweep
+until the twelfth session) before the call made our decode calls 3.5-8.5 us slower, because it displaced our decode
+kernel's code from the instruction caches and the warp then fetched it behind the grid's first K / V copies; the
+transposed decode step now has its own compact instance (csrc/ck/fwd_kernel.cuh, kDecodeT) and the penalty is
+under 1 us (README, decode section; scripts/decode_harness.py measures it).
 
   python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd
 """

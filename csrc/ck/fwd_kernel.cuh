@@ -20,9 +20,18 @@
 
 namespace mha::ck {
 
-template <typename Kt>
+// kDecodeT: the ring instance (sm_90 split-KV decode) compiled for the transposed step of tiles of at most 8 rows
+// alone; fwd_launch.cuh launches it only for such calls, and the other instance of the same traits has every other
+// path. With all paths in one kernel (bf16 d128: ~270 KB of SASS) the transposed step's first wait sat ~210 KB past
+// the set-up that issues the first copies. When another kernel's code had displaced ours from the instruction caches
+// (a torch or CuPy reduction, cuDNN's attention kernel; not a GEMM, an elementwise kernel or the L2 sweep), the warp
+// fetched that code behind the grid's first 16 MB of K / V at the DRAM, and the first block landed ~4.5 us late
+// (H100, per-CTA stamps: 8.4-10.5 us after the first CTA start instead of 3.4-4.5). The kDecodeT instance is ~106
+// KB with its first wait 32 KB past the first copies (first block at 3.8 us either way). README, decode section.
+template <typename Kt, bool kDecodeT = false>
 __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams p)
 {
+    static_assert(!kDecodeT || Kt::kRing, "the transposed-step instance is a ring instance");
     using Element = typename Kt::Element;
     constexpr int kBlockM   = Kt::kBlockM;
     constexpr int kBlockN   = Kt::kBlockN;
@@ -70,7 +79,9 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     const int m_begin  = m_block * kBlockM;
     if (m_begin >= rows_q || (p.seq.is_group && p.seq.min_seqlen_q > 0 && seqlen_q <= p.seq.min_seqlen_q))
         return;
-    const int m_end = min(m_begin + kBlockM, rows_q);
+    // kDecodeT: at most 8 rows (the launcher checked max_seqlen_q x pack <= 8; a group-mode batch longer than the
+    // max_seqlen_q it was given gets its first 8 rows, as the grid gives it its first kBlockM otherwise)
+    const int m_end = min(m_begin + (kDecodeT ? 8 : kBlockM), rows_q);
     // query position of tile row r (rows m_begin + r); identity unless heads are packed
     auto q_pos = [&](int r) { return Kt::kSplit ? (m_begin + r) / pack : m_begin + r; };
     const int q_begin = q_pos(0), q_end = q_pos(m_end - m_begin - 1) + 1, q_tile_end = q_pos(kBlockM - 1) + 1;
@@ -553,9 +564,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
 #if MHA_DECODE_TMA
     // Decode tiles of at most 8 rows (a decode step: one query, up to 8 query heads per KV head) on the ring: the
     // transposed step of decode_t.cuh, keys and head dimensions on the MMA's M side and the rows on its N side.
-    if constexpr (Kt::kRing)
+    // Only the kDecodeT instance has it.
+    if constexpr (kDecodeT)
     {
-        if (MHA_DECODE_T && use_ring && m_end - m_begin <= 8 && !has_dropout)
+        if (use_ring && m_end - m_begin <= 8 && !has_dropout)
         {
             constexpr int kMT = kBlockN / 16, kQK = kHeadDim / 16, kDT = kHeadDimV / 16;
             constexpr int kRowBytes = 128; // a swizzled atom row: 64 elements
@@ -563,6 +575,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             const int g = tidx / 4, t = tidx % 4;
             cute::cp_async_wait<0>(); // Q
             __syncwarp();
+            MHA_STAMP(kStampQ);
             // Q^T as B fragments, kept in registers: step k holds (d 16 k + 2 t.., row g) and (d 16 k + 8 + 2 t..,
             // row g)
             uint32_t qf[kQK][2];
@@ -755,6 +768,14 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         }
     }
 #endif
+    // The launcher picks the kDecodeT instance only where every tile takes the transposed step (sm_90, the ring's
+    // tensor maps built, no dropout; dynamic shared memory starts 1024-byte aligned there; tiles are cut to 8 rows
+    // above). Reaching this line is a launcher bug, not a bad input; stopping beats a silently wrong O.
+    if constexpr (kDecodeT)
+    {
+        __trap();
+        return;
+    }
 
     if constexpr (!Kt::kSplit)
     {

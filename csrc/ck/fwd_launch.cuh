@@ -92,6 +92,17 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 box_rows /= 2;
             if (encode_decode_maps(q, box_rows, Kt::kAtomQ, Kt::kAtomV))
             {
+                // tiles of at most 8 rows (a decode step of up to 8 query heads per KV head): the instance with the
+                // transposed step alone (fwd_kernel.cuh, kDecodeT)
+                auto ring_kernel = kernel;
+                if (MHA_DECODE_T && int64_t(p.max_seqlen_q) * p.split.pack_ratio <= 8 &&
+                    !(Kt::kDropout && p.drop.enabled))
+                {
+                    ring_kernel = &fwd_kernel<Kt, true>;
+                    if ((err = cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    Kt::kSmemBytes)) != cudaSuccess)
+                        return err;
+                }
                 // Up to 8 splits: the splits of a tile form one cluster and merge through distributed shared
                 // memory (fwd_kernel.cuh), no combine kernel. One split over long caches: clusters of 4 tiles,
                 // only for their placement. Bounds and measurements in fwd_params.h.
@@ -107,7 +118,7 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                                         : 1;
                 if (cluster > 1)
                 {
-                    err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false, cluster);
+                    err = launch_grid(ring_kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false, cluster);
                     MHA_PRINT_STAMPS(grid, n);
                     if (err != cudaErrorInvalidClusterSize)
                         return err;
@@ -121,13 +132,13 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 {
                     FwdParams c = q;
                     c.split.merge_counters = counters;
-                    err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, 1, true);
+                    err = launch_grid(ring_kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, 1, true);
                     MHA_PRINT_STAMPS(grid, n);
                     if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported)
                         return err;
                     (void)cudaGetLastError(); // more CTAs than fit at once: the combine kernel
                 }
-                if ((err = launch_grid(kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false)) !=
+                if ((err = launch_grid(ring_kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false)) !=
                     cudaSuccess)
                     return err;
                 MHA_PRINT_STAMPS(grid, n);

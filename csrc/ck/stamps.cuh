@@ -1,7 +1,7 @@
 #pragma once
 // Per-CTA %globaltimer stamps of the decode tile, for finding where a short call's time goes. Compiled out unless the
 // library is built with -DMHA_STAMPS (scripts/decode_stamps.sh does that, into a scratch directory). With it, lane 0
-// of every CTA records the time at seven points of fwd_kernel (MHA_STAMP below), and the launcher prints, for the
+// of every CTA records the time at the points of fwd_kernel (MHA_STAMP below), and the launcher prints, for the
 // split-KV decode launches from the MHA_STAMPS-th call on (environment variable, e.g. MHA_STAMPS=25 for the last
 // call of -warmup=5 -repeat=20), the grid's spread at each point (us after the first CTA started: min, p10, p50,
 // p90, max), three per-CTA durations and how many CTAs each SM held. The host synchronises after the launch, so the
@@ -25,8 +25,8 @@ unsigned long long stamps_spin_end(); // csrc/api/l2_flush.cu: when the spin bef
 namespace mha::ck {
 
 // The points: CTA start, key count known, first copies issued, first block landed, key loop ended, merge started
-// (after the cluster barrier), CTA end, and in the cluster merge the splits' LSEs loaded and O stored. The slot after
-// the points holds the SM id.
+// (after the cluster barrier), CTA end, in the cluster merge the splits' LSEs loaded and O stored, and (transposed
+// decode step) the Q tile landed. The slot after the points holds the SM id.
 enum StampPoint
 {
     kStampStart,
@@ -38,6 +38,7 @@ enum StampPoint
     kStampEnd,
     kStampMergeLse, // cluster merge: the splits' LSEs loaded
     kStampStored,   // cluster merge: O stored
+    kStampQ,        // transposed decode step: the Q tile has landed (before the first block's wait)
     kStampPoints
 };
 
@@ -104,7 +105,7 @@ static inline void print_stamps(dim3 grid, int splits)
     if (const unsigned long long spin = stamps_spin_end(); spin != 0 && spin < t0 && t0 - spin < 1000000ull)
         std::printf("[stamps] first CTA start %.2f us after the spin kernel's end\n", (t0 - spin) * 1e-3);
     const char* names[kStampPoints] = {"start",    "key count", "issued", "first",   "loop end",
-                                       "merge",    "end",       "m:lse",  "m:stored"};
+                                       "merge",    "end",       "m:lse",  "m:stored", "q landed"};
     for (int k = 0; k < kStampPoints; ++k)
     {
         std::vector<double> c;
