@@ -3,7 +3,11 @@
 // CUPTI trace). Built by the harness: nvcc -shared against the libmha_fwd.so it is pointed at.
 #include "mha_fwd.h"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 // q [b, hq, 1, d], k / v [b, hk, keys, d], o like q; lse_acc / o_acc sized for 128 splits. Returns the API's value.
@@ -66,11 +70,6 @@ extern "C" int params_kernel(void* stream)
 //   2: two tensor-map boxes of 64 columns x 64 rows, 128-byte swizzle (our decode ring's path; map in the params),
 // kind + 3: the same after a store to and a load from local memory (a stack frame),
 // and record %globaltimer at entry and once the data is in registers / has landed: times[2 c], times[2 c + 1].
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
-#include <cstdint>
-
 __device__ __forceinline__ unsigned long long probe_clock()
 {
     unsigned long long t;
