@@ -1,6 +1,7 @@
 // A C entry point for scripts/decode_harness.py (ctypes): one dense bhsd decode step through aiter::mha_fwd_splitkv
 // on a caller's stream, so that our kernel runs inside a PyTorch process next to SDPA's (same pre-call kernels, same
-// CUPTI trace). Built by the harness: nvcc -shared against the libmha_fwd.so it is pointed at.
+// CUPTI trace), plus the first-load probes of the harness's --probe table (below). Built by the harness: nvcc -shared
+// against the libmha_fwd.so it is pointed at.
 #include "mha_fwd.h"
 
 #include <cuda.h>
