@@ -189,6 +189,13 @@ gen_splitkv() {
     echo "-prec=$prec -b=2 -h=16 -h_k=4 -s=1 -s_k=3000 -d=64 -num_splits=24 -lse=1 $t"
     echo "-prec=$prec -b=1 -h=8 -h_k=8 -s=1 -s_k=300 -num_splits=64 -lse=1 $t"
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=9000 -d=128 -d_v=96 -num_splits=20 -page_block_size=32 $t"
+    # 2-8 splits of a decode step (up to 8 rows per tile) whose shared memory fits one CTA are its warps on sm_90: the
+    # most (6 at d128, 3 at d256), d256 with 4 (a cluster instead), warps without a key block, sinks and a window
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=2100 -num_splits=6 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=16 -h_k=4 -s=1 -s_k=1500 -d=256 -num_splits=3 -page_block_size=16 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=16 -h_k=4 -s=1 -s_k=1500 -d=256 -num_splits=4 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=32 -h_k=8 -s=1,1,1 -s_k=40,0,70 -num_splits=4 -logits_soft_cap=20 -lse=1 $t"
+    echo "-prec=$prec -b=3 -h=16 -h_k=2 -s=1 -s_k=2500 -num_splits=5 -mask=b:300,0,4 -page_block_size=32 -lse=1 $t"
     # pages that are not a multiple of the decode tile's 32-key blocks: 8-row and one-row tensor-copy boxes on sm_90
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=1000 -num_splits=3 -page_block_size=24 -lse=1 $t"
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=333 -num_splits=2 -page_block_size=7 -lse=1 $t"

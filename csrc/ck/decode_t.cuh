@@ -23,6 +23,12 @@
 #ifndef MHA_DECODE_T
 #define MHA_DECODE_T 1 // 0: every decode tile takes the 16-row step (experiments)
 #endif
+#ifndef MHA_DECODE_CLAIM
+#define MHA_DECODE_CLAIM 1 // 0: each warp split of a tile keeps a fixed key-block range (experiments)
+#endif
+#ifndef MHA_DECODE_WARP_SPLITS
+#define MHA_DECODE_WARP_SPLITS 1 // 0: the splits of a transposed-step tile are one-warp CTAs in a cluster (experiments)
+#endif
 
 namespace mha::ck::dt {
 

@@ -28,8 +28,11 @@ namespace mha::ck {
 // fetched that code behind the grid's first 16 MB of K / V at the DRAM, and the first block landed ~4.5 us late
 // (H100, per-CTA stamps: 8.4-10.5 us after the first CTA start instead of 3.4-4.5). The kDecodeT instance is ~106
 // KB with its first wait 32 KB past the first copies (first block at 3.8 us either way). README, decode section.
+// With p.split.warp_splits > 1 a kDecodeT CTA has that many warps, each one split of the tile (a one-warp CTA's
+// shared memory each, kWarpSmemBytes apart), and they merge in shared memory (cluster_merge, in_cta).
 template <typename Kt, bool kDecodeT = false>
-__global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams p)
+__global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNThreads, 1)
+    fwd_kernel(const __grid_constant__ FwdParams p)
 {
     static_assert(!kDecodeT || Kt::kRing, "the transposed-step instance is a ring instance");
     using Element = typename Kt::Element;
@@ -38,7 +41,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     constexpr int kHeadDim  = Kt::kHeadDim;
     constexpr int kHeadDimV = Kt::kHeadDimV;
 
-    extern __shared__ __align__(1024) char smem_raw[];
+    extern __shared__ __align__(1024) char smem_cta[];
+    // kDecodeT: this warp's split of the tile when the splits are warps (warp_splits), else warp 0 of one
+    const int warp = kDecodeT ? int(threadIdx.x / 32) : 0;
+    char* const smem_raw = smem_cta + warp * Kt::kWarpSmemBytes;
     MHA_STAMP(kStampStart);
     if constexpr (Kt::kSplit)
         grid_launch_dependents(); // the combine kernel may launch now; it waits for this grid to finish
@@ -56,15 +62,18 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         }
 #endif
 
-    const int tidx   = threadIdx.x;
+    const int tidx   = kDecodeT ? int(threadIdx.x % 32) : int(threadIdx.x);
     // Heavier row blocks first when masked (a causal mask makes later row blocks longer): shortens the tail.
     const int m_block = p.mask.is_none() ? blockIdx.x : gridDim.x - 1 - blockIdx.x;
     const int bidh    = blockIdx.y; // query head; with packing (kSplit, pack_ratio > 1) the KV head
     int bidb = blockIdx.z, split = 0;
     if constexpr (Kt::kSplit)
     {
-        bidb  = p.split.splits_div.div(blockIdx.z);
-        split = blockIdx.z - bidb * p.split.num_splits;
+        // (batch, split) from z = batch * num_splits + split; warp splits: z = blockIdx.z * num_splits + warp
+        const int z = kDecodeT && p.split.warp_splits > 1 ? int(blockIdx.z) * p.split.warp_splits + warp
+                                                          : int(blockIdx.z);
+        bidb  = p.split.splits_div.div(z);
+        split = z - bidb * p.split.num_splits;
     }
     const int pack   = Kt::kSplit ? p.split.pack_ratio : 1; // query heads per tile row group
     const int bidh_k = pack > 1 ? bidh : bidh / p.head_ratio;
@@ -91,17 +100,25 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     const WindowMask mask = WindowMask::make(p.mask, seqlen_q, seqlen_k);
     const MaskRange nr    = mask.range(q_begin, q_end);
     int n_lo = 0, n_hi = INT_MAX;
+    // kDecodeT with warp splits (MHA_DECODE_CLAIM): the warps of the CTA claim the tile's key blocks at run time
+    // instead of each taking a fixed range (decode ring below)
+    const bool claim = MHA_DECODE_CLAIM && kDecodeT && p.split.warp_splits > 1;
     if constexpr (Kt::kSplit)
     {
         const int per = p.split.splits_div.div((seqlen_k + kBlockN - 1) / kBlockN + p.split.num_splits - 1);
-        n_lo = split * per;
-        n_hi = n_lo + per;
+        n_lo = claim ? 0 : split * per;
+        n_hi = claim ? INT_MAX : n_lo + per;
     }
     const int n_block_min = max(nr.n_begin / kBlockN, n_lo);
     const int n_block_max = min(nr.n_end > nr.n_begin ? (nr.n_end + kBlockN - 1) / kBlockN : 0, n_hi);
     const int n_sink_end  = min(min((mask.sink_end(q_end) + kBlockN - 1) / kBlockN, nr.n_begin / kBlockN), n_hi);
     auto next_block = [&](int n) { return n == n_block_min ? n_sink_end - 1 : n - 1; };
     const int n_first = n_block_max > n_block_min ? n_block_max - 1 : n_sink_end - 1;
+    // claim: the i-th block of that order (-1 past the last)
+    const int n_window = max(n_block_max - n_block_min, 0), n_claims = n_window + max(n_sink_end, 0);
+    auto claimed_block = [&](int i) {
+        return i >= n_claims ? -1 : i < n_window ? n_block_max - 1 - i : n_sink_end - 1 - (i - n_window);
+    };
 
     // ---- global tensors of this (batch, head), offsets in 64 bits ----
     int64_t kv_batch = bidb; // dense K/V cache row (cache_batch_idx remaps it)
@@ -182,14 +199,44 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             }
     };
     int n_issue = n_first >= n_lo ? n_first : n_lo - 1; // next block to copy (< n_lo: none left)
+    // claim: the block each stage holds (-1: none, the warp's last), as the consumer cannot recompute the order; a
+    // counter in warp 0's spare shared memory hands out claims after each warp's first kKvStages - 1 fixed ones
+    int stage_block[Kt::kKvStages] = {};
+    auto block_in = [&](int st) {
+        int b = stage_block[0];
+        CUTE_UNROLL
+        for (int i = 1; i < Kt::kKvStages; ++i)
+            b = st == i ? stage_block[i] : b;
+        return b;
+    };
+    auto set_block = [&](int st, int b) {
+        CUTE_UNROLL
+        for (int i = 0; i < Kt::kKvStages; ++i)
+            stage_block[i] = st == i ? b : stage_block[i];
+    };
+    int* const claim_counter = reinterpret_cast<int*>(smem_cta + Kt::kSmemBytes);
+    auto next_claim = [&] { // lane 0 claims for the warp
+        int c = 0;
+        if (tidx == 0)
+            c = atomicAdd(claim_counter, 1);
+        return claimed_block((Kt::kKvStages - 1) * p.split.warp_splits + __shfl_sync(0xffffffff, c, 0));
+    };
     auto issue_next = [&](int st) {
         if (n_issue < n_lo)
+        {
+            if (claim)
+                set_block(st, -1);
             return;
+        }
         issue(n_issue, st);
-        n_issue = next_block(n_issue);
+        if (claim)
+            set_block(st, n_issue), n_issue = next_claim();
+        else
+            n_issue = next_block(n_issue);
         if (page_size > 0)
             fetch_page(n_issue);
     };
+    int n_start = n_first; // the first block this warp computes
     // The ring's consumer side, shared by both decode steps: before block n, the stage the previous block freed goes
     // back to the copy engine and n's stage (returned) is waited for; ring_advance() after the block.
     int ring_st = 0, ring_phase = 0, ring_st_issue = Kt::kKvStages - 1;
@@ -198,7 +245,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         __syncwarp();
         issue_next(ring_st_issue);
         ring.wait(ring_st, ring_phase);
-        if (n == n_first)
+        if (n == n_start)
             MHA_STAMP(kStampFirstBlock);
         return ring_st;
     };
@@ -210,10 +257,37 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     if constexpr (Kt::kRing)
         if (use_ring)
         {
-            if (page_size > 0)
-                fetch_page(n_issue);
-            for (int st = 0; st < Kt::kKvStages - 1; ++st)
-                issue_next(st);
+            if (claim)
+            {
+                // fixed first claims: warp w's stage st holds claim w + st * warps; then one barrier, after which
+                // the counter (zeroed by thread 0) hands out the rest
+                if (threadIdx.x == 0)
+                    *claim_counter = 0;
+                CUTE_UNROLL
+                for (int st = 0; st < Kt::kKvStages; ++st)
+                {
+                    const int b = st < Kt::kKvStages - 1 ? claimed_block(warp + st * p.split.warp_splits) : -1;
+                    stage_block[st] = b;
+                    if (b >= 0)
+                    {
+                        if (page_size > 0)
+                            fetch_page(b);
+                        issue(b, st);
+                    }
+                }
+                n_start = stage_block[0];
+                __syncthreads();
+                n_issue = next_claim();
+                if (page_size > 0)
+                    fetch_page(n_issue);
+            }
+            else
+            {
+                if (page_size > 0)
+                    fetch_page(n_issue);
+                for (int st = 0; st < Kt::kKvStages - 1; ++st)
+                    issue_next(st);
+            }
             MHA_STAMP(kStampIssued);
         }
 #endif
@@ -480,18 +554,27 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
     // s_lse, in its own shared memory (the drained ring: every issued stage was waited for), then every CTA merges
     // its share of the tile's (row, 4-column) chunks from all of them through distributed shared memory, with the
     // combine kernel's arithmetic. No partials in global memory, no second kernel. The second barrier keeps each
-    // CTA's shared memory alive until the others have read it.
+    // CTA's shared memory alive until the others have read it. in_cta (kDecodeT, warp_splits): the splits are the
+    // warps of this CTA, each with its own share of the shared memory; one CTA barrier, plain shared loads.
     constexpr int kLd = kHeadDimV + 8; // fp32 row stride: the 8 rows of a fragment fall in different banks
     float* const s_part = reinterpret_cast<float*>(smem_raw + Kt::kSmemQBytes);
     float* const s_lse  = s_part + kBlockM * kLd;
     static_assert(!Kt::kRing || kBlockM * (kLd + 1) * 4 <= Kt::kKvStages * Kt::kStageBytes, "partial fits the ring");
     // row_of(tr): tile row tr's (query head, position), called by every lane (it may shuffle).
     auto cluster_merge = [&](auto const& row_of) {
-        cluster_sync();
+        const bool in_cta = kDecodeT && p.split.warp_splits > 1;
+        // split s's copy of `x` (an address in this CTA's or this warp's share of the shared memory)
+        auto sibling = [&](const float* x, int s) {
+            return reinterpret_cast<const float*>(reinterpret_cast<const char*>(x) + (s - warp) * Kt::kWarpSmemBytes);
+        };
+        if (in_cta)
+            __syncthreads();
+        else
+            cluster_sync();
         MHA_STAMP(kStampMerge);
         constexpr int kChunks = kHeadDimV / 4; // per row, a shift apart; chunks past hdim_v are skipped
         const int n_splits = p.split.num_splits, total = (m_end - m_begin) * kChunks;
-        for (int i0 = cluster_cta_rank() * 32; i0 < total; i0 += n_splits * 32) // warp-uniform
+        for (int i0 = (in_cta ? warp : cluster_cta_rank()) * 32; i0 < total; i0 += n_splits * 32) // warp-uniform
         {
             const int i = i0 + tidx, tr = i / kChunks, col = (i % kChunks) * 4;
             const int2 hq = row_of(tr);
@@ -503,7 +586,9 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             CUTE_UNROLL
             for (int s = 0; s < kClusterMergeMaxSplits; ++s)
             {
-                l[s] = s < n_splits ? cluster_load(cluster_smem_addr(s_lse + tr, s)) : -INFINITY;
+                l[s] = s >= n_splits ? -INFINITY
+                       : in_cta      ? *sibling(s_lse + tr, s)
+                                     : cluster_load(cluster_smem_addr(s_lse + tr, s));
                 m    = fmaxf(m, l[s]);
             }
             MHA_STAMP(kStampMergeLse, __float_as_int(m));
@@ -519,7 +604,8 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                 const float w = s < n_splits ? merge_weight(l[s], mg.lse_keys) : 0.f;
                 if (w != 0.f)
                 {
-                    const float4 x = cluster_load4(cluster_smem_addr(s_part + tr * kLd + col, s));
+                    const float4 x = in_cta ? *reinterpret_cast<const float4*>(sibling(s_part + tr * kLd + col, s))
+                                            : cluster_load4(cluster_smem_addr(s_part + tr * kLd + col, s));
                     acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
                 }
             }
@@ -536,8 +622,10 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
         MHA_STAMP(kStampStored);
         // relaxed: the O / LSE stores above need no ordering, and a release would hold every CTA until they
         // reach the L2 (H200, cold same-call A/B, three passes, KV GB/s: b=16 1k 2686-2714 -> 2733-2744, 2k
-        // 3241-3277 -> 3292-3326, b=8 1k 1901-1938 -> 1946-1961, 8k-length points +0.2-0.5%)
-        cluster_sync_relaxed();
+        // 3241-3277 -> 3292-3326, b=8 1k 1901-1938 -> 1946-1961, 8k-length points +0.2-0.5%). In one CTA the
+        // shared memory lives until its last warp exits.
+        if (!in_cta)
+            cluster_sync_relaxed();
         MHA_STAMP(kStampEnd);
     };
 #endif
@@ -607,7 +695,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
             // the pack ratio run while the first block is in flight)
             const int row_h = q_head(tidx % kBlockM), row_q = q_pos(tidx % kBlockM);
             const uint32_t ring_s = smem_addr(s_kv);
-            for (int n = n_first; n >= n_lo; n = next_block(n))
+            for (int n = n_start; n >= n_lo; n = claim ? block_in(ring_st) : next_block(n))
             {
                 const int st = ring_acquire(n);
                 const uint32_t sk = ring_s + st * (kStageElems * int(sizeof(Element)));
@@ -708,7 +796,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) fwd_kernel(const __grid_cons
                     s_part[(2 * t + i % 2) * kLd + 16 * mt + g + 8 * (i / 2)] = o[mt][i];
             if (g == 0)
                 s_lse[2 * t] = lse[0], s_lse[2 * t + 1] = lse[1];
-            if (partial && p.split.cluster_merge)
+            if (partial && (p.split.cluster_merge || p.split.warp_splits > 1))
             {
                 cluster_merge([&](int tr) {
                     return make_int2(__shfl_sync(0xffffffff, row_h, tr), __shfl_sync(0xffffffff, row_q, tr));

@@ -1,7 +1,8 @@
 #pragma once
 // Host-side launcher of one ck forward instance: grid = (row blocks, heads, batch [x splits]), one CTA per tile of O.
 // Split-KV instances with num_splits > 1 follow with the combine kernel on the same stream, except decode tiles on
-// sm_90: up to 8 splits merge inside a thread-block cluster, more inside a cooperatively launched split grid.
+// sm_90: up to 8 splits merge inside one CTA whose warps they are (a decode step of up to 8 rows per tile, when the
+// shared memory fits) or a thread-block cluster, more inside a cooperatively launched split grid.
 // Generated instance files (build/gen/fwd_ck_*.cu) call run_fwd<Traits>; csrc/api never sees CuTe.
 
 #include "decode_ring.cuh"
@@ -95,10 +96,31 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 // tiles of at most 8 rows (a decode step of up to 8 query heads per KV head): the instance with the
                 // transposed step alone (fwd_kernel.cuh, kDecodeT)
                 auto ring_kernel = kernel;
+                const int n = p.split.num_splits;
                 if (MHA_DECODE_T && int64_t(p.max_seqlen_q) * p.split.pack_ratio <= 8 &&
                     !(Kt::kDropout && p.drop.enabled))
                 {
                     ring_kernel = &fwd_kernel<Kt, true>;
+                    // 2 to kWarpMergeMaxSplits splits whose warps' shared memory fits one CTA: one CTA per tile,
+                    // a warp per split, merged in its shared memory (fwd_params.h). A GPU without the room
+                    // refuses the attribute: the cluster below.
+                    const int warp_smem = n * Kt::kWarpSmemBytes;
+                    if (MHA_DECODE_WARP_SPLITS && n > 1 && n <= kWarpMergeMaxSplits)
+                    {
+                        err = cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   warp_smem);
+                        if (err == cudaSuccess)
+                        {
+                            q.split.warp_splits = n;
+                            err = launch_grid(ring_kernel, dim3(grid.x, grid.y, p.batch), 32 * n, warp_smem, stream,
+                                              q, false);
+                            MHA_PRINT_STAMPS(grid, n); // a slot per warp: as many as one-warp CTAs
+                            return err;
+                        }
+                        if (err != cudaErrorInvalidValue)
+                            return err;
+                        (void)cudaGetLastError();
+                    }
                     if ((err = cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     Kt::kSmemBytes)) != cudaSuccess)
                         return err;
@@ -106,7 +128,6 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 // Up to 8 splits: the splits of a tile form one cluster and merge through distributed shared
                 // memory (fwd_kernel.cuh), no combine kernel. One split over long caches: clusters of 4 tiles,
                 // only for their placement. Bounds and measurements in fwd_params.h.
-                const int n = p.split.num_splits;
                 const int blocks = (p.seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN; // of the longest cache
                 unsigned* const counters = q.split.merge_counters;
                 q.split.merge_counters = nullptr;

@@ -147,6 +147,10 @@ struct FwdKernelTraits
     static constexpr int kSmemLoopBytes = kSmemIdsOffset + kSmemPageIdBytes;
     static constexpr int kSmemBarOffset = cute::max(kSmemQBytes + kKvStages * kStageBytes, kSmemLoopBytes);
     static constexpr int kSmemBytes     = kRing ? kSmemBarOffset + 8 * kKvStages : kSmemLoopBytes;
+    // one warp's share of a CTA whose warps are the splits of a tile (SplitParams::warp_splits): kSmemBytes and 4
+    // bytes (warp 0's hold the CTA's key-block claim counter) rounded up to the 1024-byte swizzle period, so every
+    // warp's Q and ring stages stay aligned (d128: 37,888 bytes, six warps per CTA; d256: 75,776, three)
+    static constexpr int kWarpSmemBytes = (kSmemBytes + 4 + 1023) / 1024 * 1024;
     // the decode ring's swizzled boxes land in 1024-byte periods: Q and every K / V stage must keep them aligned
     static_assert(!kRing || (kSmemQBytes % 1024 == 0 && kStageBytes % 1024 == 0 &&
                                kSmemKElems * int(sizeof(Element)) % 1024 == 0));

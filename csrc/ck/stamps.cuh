@@ -50,8 +50,11 @@ static __device__ unsigned long long g_mha_stamps[kStampMaxCtas * kStampSlots]; 
 // `after`: a value the stamp waits for (a load's result), so the stamp is not taken before it has arrived.
 __device__ __forceinline__ void stamp(int point, int after = 0)
 {
-    const unsigned long long cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z);
-    if (threadIdx.x != 0 || cta >= kStampMaxCtas)
+    // one slot per warp: a CTA whose warps are the splits of a tile (SplitParams::warp_splits) stamps each split
+    const unsigned long long cta =
+        (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z)) * (blockDim.x / 32) +
+        threadIdx.x / 32;
+    if (threadIdx.x % 32 != 0 || cta >= kStampMaxCtas)
         return;
     // The timer read takes no operands, so an input of its asm would not make it wait for `after`: a volatile
     // store of `after` to the slot does (in-order issue), and the time overwrites it.

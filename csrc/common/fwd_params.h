@@ -157,6 +157,16 @@ constexpr int kMaxSplits = 128;
 //   2483-2491, b=4 8k 3063-3079 -> 3103-3150. The merge ends ~3 us after the last split is in (1-1.5 us until every
 //   CTA sees the count, ~1 us for its chunks: %globaltimer stamps).
 constexpr int kClusterMergeMaxSplits     = 8;
+// The transposed decode step (tiles of at most 8 rows) with 2 to kWarpMergeMaxSplits splits whose per-warp shared
+// memory fits one CTA (d128: up to 6, d256: 3): the splits are the warps of one CTA instead of a cluster of one-warp
+// CTAs, merged through its shared memory after one CTA barrier instead of two cluster barriers and distributed loads,
+// and the warps claim the tile's key blocks from a shared-memory counter instead of each taking a fixed range
+// (fwd_kernel.cuh, claim). Same-call A/B on H100 (bf16, 32 q / 8 KV heads, d128, bhsd, L2 swept, KV GB/s, three
+// passes; cluster -> warps -> warps claiming): b=16 1k 2160-2172 -> 2207-2224 -> 2218-2228, 2k 2542-2545 ->
+// 2526-2606 -> 2599-2620, 8k 2948-2953 -> 2973-2974 -> 2915-2975, 32k 3056-3057 -> 3059-3069 -> 3099; b=32 2k
+// 2786-2794 -> 2804-2808 -> 2806-2809. Per-warp stamps, b=16 1k: the wait for the slowest split before the merge p90
+// 1.66 -> 1.15 us, max 3.84 -> 1.86.
+constexpr int kWarpMergeMaxSplits = 8;
 constexpr int kPlacementCluster          = 4;
 constexpr int kPlacementClusterMinBlocks = 128;
 
@@ -172,6 +182,9 @@ struct SplitParams
     int32_t pack_ratio = 1;
     int32_t cc = 0;           // compute capability of the launching device (90 = sm_90); 0: the launcher asks
     int32_t cluster_merge = 0; // set by the launcher: the num_splits CTAs of a tile form a cluster and merge in it
+    // set by the launcher: the num_splits splits of a tile are the warps of one CTA (grid z = batch) and merge in its
+    // shared memory; 0 otherwise (fwd_launch.cuh, kWarpMergeMaxSplits)
+    int32_t warp_splits = 0;
     FastDiv splits_div; // set by the launcher from num_splits
     // Arrival counters of the merge inside the split grid, one per tile, zero between calls (the library's, one slot
     // per o_acc and stream: csrc/api/merge_counters.cu); nullptr: the combine kernel merges. The launcher clears it
