@@ -102,10 +102,10 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 {
                     ring_kernel = &fwd_kernel<Kt, true>;
                     // 2 to kWarpMergeMaxSplits splits whose warps' shared memory fits one CTA: one CTA per tile,
-                    // a warp per split, merged in its shared memory (fwd_params.h). A GPU without the room
-                    // refuses the attribute: the cluster below.
+                    // a warp per split, merged in its shared memory (fwd_params.h). More than an sm_90 CTA's 227 KB
+                    // is not tried; a GPU with less room refuses the attribute: the cluster below.
                     const int warp_smem = n * Kt::kWarpSmemBytes;
-                    if (MHA_DECODE_WARP_SPLITS && n > 1 && n <= kWarpMergeMaxSplits)
+                    if (MHA_DECODE_WARP_SPLITS && n > 1 && n <= kWarpMergeMaxSplits && warp_smem <= 227 * 1024)
                     {
                         err = cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    warp_smem);
