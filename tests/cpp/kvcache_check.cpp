@@ -21,6 +21,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -148,6 +149,7 @@ bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, in
     a.drop_seed_offset = std::pair<uint64_t, uint64_t>{1234, 5};
     const ck_tile::stream_config sc{};
     const float t1 = aiter::mha_fwd(a, sc);
+    const std::string err1 = t1 < 0 ? aiter::mha_get_last_error() : ""; // the next call resets it
 
     aiter::mha_batch_prefill_args p{};
     p.q_ptr = dq, p.k_ptr = dkc, p.v_ptr = dvc, p.o_ptr = o2, p.lse_ptr = l2, p.rand_val_ptr = r2;
@@ -167,7 +169,8 @@ bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, in
     CHECK(cudaDeviceSynchronize());
     if (t1 < 0 || t2 < 0)
     {
-        std::printf("%s FAIL: %s\n", name, aiter::mha_get_last_error());
+        std::printf("%s FAIL: %s\n", name, t1 < 0 ? ("mha_fwd (the reference): " + err1).c_str()
+                                                   : aiter::mha_get_last_error());
         return false;
     }
     bool ok = compare(name, download(o1, on), download(o2, on), download(l1, size_t(h) * tq),
