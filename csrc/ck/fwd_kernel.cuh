@@ -553,9 +553,10 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     // cluster (fwd_launch.cuh). Each leaves its fp32 partial O (normalised by its own sum) in s_part and its LSE in
     // s_lse, in its own shared memory (the drained ring: every issued stage was waited for), then every CTA merges
     // its share of the tile's (row, 4-column) chunks from all of them through distributed shared memory, with the
-    // combine kernel's arithmetic. No partials in global memory, no second kernel. The second barrier keeps each
-    // CTA's shared memory alive until the others have read it. in_cta (kDecodeT, warp_splits): the splits are the
-    // warps of this CTA, each with its own share of the shared memory; one CTA barrier, plain shared loads.
+    // combine kernel's weights and merge_lse (each weight taken as exp(lse_s - max) / sum instead of merge_weight's
+    // exp(lse_s - lse_keys): one exp per split). No partials in global memory, no second kernel. The second barrier
+    // keeps each CTA's shared memory alive until the others have read it. in_cta (kDecodeT, warp_splits): the splits
+    // are the warps of this CTA, each with its own share of the shared memory; one CTA barrier, plain shared loads.
     constexpr int kLd = kHeadDimV + 8; // fp32 row stride: the 8 rows of a fragment fall in different banks
     float* const s_part = reinterpret_cast<float*>(smem_raw + Kt::kSmemQBytes);
     float* const s_lse  = s_part + kBlockM * kLd;
