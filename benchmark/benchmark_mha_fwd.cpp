@@ -595,7 +595,8 @@ int legalize_splitkv(FwdConfig& c)
     if (c.num_splits == 0)
         c.num_splits = aiter::mha_fwd_splitkv_num_splits(
             c.batch, c.nhead, c.nhead_k, *std::max_element(c.seqlen_qs.begin(), c.seqlen_qs.end()),
-            *std::max_element(c.seqlen_ks.begin(), c.seqlen_ks.end()), int(c.bias.type));
+            *std::max_element(c.seqlen_ks.begin(), c.seqlen_ks.end()), int(c.bias.type), c.hdim_q, c.hdim_v,
+            c.page_block_size > 0);
     if (c.num_splits > 128)
         return fail(kExitFailed, "num_splits greater than 128 is not supported");
     if (c.p_drop > 0.f && c.use_splitkv())

@@ -362,6 +362,21 @@ int sm_count()
     return sms;
 }
 
+// The current device's peak DRAM bandwidth in GB/s from its memory clock and bus width (double data rate) when it
+// is an sm_90 GPU (where the lean split rule below was measured), else 0 (also without a GPU).
+double sm90_dram_peak_gbps()
+{
+    int dev = 0, major = 0, khz = 0, bits = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess)
+    {
+        (void)cudaGetLastError();
+        return 0.0;
+    }
+    return major == 9 ? 2.0 * khz * 1e3 * (bits / 8) / 1e9 : 0.0;
+}
 
 // FlashAttention-2's rule, restated for our CTAs: with `ctas` CTAs per split and two CTAs resident per SM, pick the
 // fewest splits whose last wave is at least 85% as full as the best choice's; splits that give the same number of
@@ -398,7 +413,25 @@ int decode_splits(int ctas, int n_blocks, int slots)
     return (n_blocks + per - 1) / per;
 }
 
-int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k, int bias_type)
+// GPUs with less DRAM bandwidth than kLeanDecodeMaxGbps (H100 SXM: 3.35 TB/s) read a dense decode grid of
+// kLeanDecodeMinTiles tiles or more fastest with fewer key streams: splits fill kLeanDecodeWarpsPerSm per SM
+// (a split is one warp streaming its key blocks) instead of kDecodeFillPerSm, except in a grid of about one tile
+// per SM (0.9 to 1), where four per tile stay the best (b=16 1k: 2 splits -2%). Measured on H100 (132 SMs, 32 query
+// / 8 KV heads, d128, one query, L2 swept, KV GB/s at 2k / 8k / 32k keys, bhsd and bshd; README decode section):
+// b=8 (64 tiles) 8 -> 4 splits +0.6 to +3.8%, b=10 6 -> 3 +6 to +9% (8k), b=12 5 -> 3 +4.8 to +8.2%, b=14 4 -> 2
+// +0.5 to +3.8% (8k), b=20 3 -> 1 +1.7 to +4%, b=24 2 -> 1 +1.4 to +6%, b=32 2 -> 1 -1.2 to +1.9%. The general rule
+// was tuned on H200 (4.8 TB/s), whose DRAM needs more bytes in flight. sm_90 only (measured there).
+constexpr double kLeanDecodeMaxGbps  = 4000.0;
+constexpr int kLeanDecodeMinTiles    = 64;
+constexpr float kLeanDecodeWarpsPerSm = 2.25f;
+
+// The calls the lean rule applies to: a dense K/V cache (no pages) of head dim 128, which it was measured on and
+// gains for. A paged cache kept its count (H100, b=20 8k page 16 with one split -11%, b=8 / b=14 -1.7% / -2.3%), and
+// head dims 64 / 256 want other counts (README), so the general rule's count, which bounds the lean one, stays.
+bool lean_split_rule(int hdim_q, int hdim_v, bool paged) { return !paged && hdim_q == 128 && hdim_v == 128; }
+
+int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k, int bias_type,
+                   bool lean_ok = false)
 {
     if (batch < 1 || nhead_q < 1 || nhead_k < 1 || nhead_q % nhead_k || max_seqlen_q < 1 || max_seqlen_k < 1)
         return 1;
@@ -411,7 +444,13 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     const int n_blocks = (max_seqlen_k + bn - 1) / bn;
     const int sms = sm_count();
     if (decode && ctas <= int64_t(kDecodeCtasPerSm) * sms)
+    {
+        const bool one_per_sm = ctas * 10 >= int64_t(sms) * 9 && ctas <= sms;
+        if (lean_ok && ctas >= kLeanDecodeMinTiles && !one_per_sm)
+            if (const double gbps = sm90_dram_peak_gbps(); gbps > 0.0 && gbps < kLeanDecodeMaxGbps)
+                return decode_splits(int(ctas), n_blocks, int(kLeanDecodeWarpsPerSm * sms));
         return decode_splits(int(ctas), n_blocks, kDecodeFillPerSm * sms);
+    }
     // past one decode wave, balance the waves (a 1.3-wave grid reads its last 0.3 at a fraction of the bandwidth)
     return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sms,
                             decode ? kDecodeCtasPerSm : kPrefillCtasPerSm, !decode);
@@ -531,6 +570,13 @@ int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seql
     return mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type);
 }
 
+int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k,
+                               int bias_type, int hdim_q, int hdim_v, bool paged)
+{
+    return mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
+                               mha::lean_split_rule(hdim_q, hdim_v, paged));
+}
+
 float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& stream_config,
                       std::string q_dtype_str, bool is_group_mode, mask_enum mask_type, bias_enum bias_type,
                       bool has_lse, bool has_sink)
@@ -573,7 +619,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     const int max_q = is_group_mode ? args.max_seqlen_q : args.seqlen_q;
     if (splits == 0)
         splits = (args.lse_acc_ptr && args.o_acc_ptr)
-                     ? num_splits_for(args.batch, args.nhead_q, args.nhead_k, max_q, args.seqlen_k, int(bias_type))
+                     ? num_splits_for(args.batch, args.nhead_q, args.nhead_k, max_q, args.seqlen_k, int(bias_type),
+                                      lean_split_rule(args.hdim_q, args.hdim_v, paged))
                      : 1;
     if (splits > 1)
     {

@@ -120,5 +120,9 @@ int main(int argc, char** argv)
     std::printf("prefill_page_stride %g %s\n", rs, aiter::mha_get_last_error());
     std::printf("heuristic %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(128, 32, 8, 1, 8192),
                 aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 131072), aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 64));
+    // the nine-argument form: a dense d128 cache, a paged one; without a GPU both are the general rule's count
+    std::printf("heuristic9 %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192),
+                aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 128, 128, false),
+                aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 128, 128, true));
     return 0;
 }

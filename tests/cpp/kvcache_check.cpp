@@ -338,8 +338,10 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     CHECK(cudaMalloc(&o2, on * 2));
     CHECK(cudaMalloc(&l1, size_t(h) * tq * 4));
     CHECK(cudaMalloc(&l2, size_t(h) * tq * 4));
-    CHECK(cudaMalloc(&lacc, size_t(std::max(splits, 1)) * h * tq * 4));
-    CHECK(cudaMalloc(&oacc, size_t(std::max(splits, 1)) * h * tq * d * 4));
+    // partials for the split count (splits = 0: the heuristic's bound for the shape)
+    const int ns = splits > 0 ? splits : aiter::mha_fwd_splitkv_num_splits(b, h, hk, sq, cap);
+    CHECK(cudaMalloc(&lacc, size_t(ns) * h * tq * 4));
+    CHECK(cudaMalloc(&oacc, size_t(ns) * h * tq * d * 4));
     CHECK(cudaMemset(o2, 0xFF, on * 2)); // NaN: every element must be written
     CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
     const int mask_type = sq > 1 ? 2 : 0, wr = sq > 1 ? 0 : -1;
@@ -632,6 +634,34 @@ bool reset_case()
     return ok;
 }
 
+// The split count of the nine-argument aiter::mha_fwd_splitkv_num_splits: never more than the six-argument form's
+// (which sizes partial buffers for any call of the shape); a paged cache and head dim 64 keep that count; on an sm_90
+// GPU under 4 TB/s of DRAM bandwidth (H100) with 132 SMs a dense d128 grid of 96 decode tiles takes the lean
+// rule's 3 splits against the general rule's 5 (csrc/api/mha_fwd.cpp).
+bool split_rule_case()
+{
+    const int bound = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192);
+    const int dense = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 128, 128, false);
+    const int paged = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 128, 128, true);
+    const int d64   = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 64, 64, false);
+    int dev = 0, major = 0, khz = 0, bits = 0, sms = 0;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
+    CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
+    const bool lean = major == 9 && gbps < 4000.0;
+    bool ok = dense >= 1 && dense <= bound && paged == bound && d64 == bound;
+    if (lean && sms == 132)
+        ok &= bound == 5 && dense == 3;
+    else if (!lean)
+        ok &= dense == bound;
+    std::printf("split rule (b=12, 8k, peak %.0f GB/s, %d SMs): general %d, dense d128 %d, paged %d, d64 %d %s\n",
+                gbps, sms, bound, dense, paged, d64, ok ? "ok" : "FAIL");
+    return ok;
+}
+
 int main()
 {
     bool ok = true;
@@ -652,6 +682,10 @@ int main()
             std::snprintf(name, sizeof(name), "ragged splitkv splits=%d page=%d", splits, page);
             ok &= ragged_case(name, lens, 3000, splits, page, 1, 20 + splits + page);
         }
+    ok &= split_rule_case();
+    // 12 sequences (96 tiles): the heuristic's lean count on an H100 (3 splits), dense
+    ok &= ragged_case("ragged splitkv b=12 splits=0", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000},
+                      3000, 0, 0, 1, 90);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4", {3000, 5, 900}, 3000, 4, 0, 3, 60);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4 page=16", {3000, 5, 900}, 3000, 4, 16, 3, 61);
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
