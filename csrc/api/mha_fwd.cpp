@@ -419,19 +419,34 @@ int decode_splits(int ctas, int n_blocks, int slots)
 // per SM (0.9 to 1), where four per tile stay the best (b=16 1k: 2 splits -2%). Measured on H100 (132 SMs, 32 query
 // / 8 KV heads, d128, one query, L2 swept, KV GB/s at 2k / 8k / 32k keys, bhsd and bshd; README decode section):
 // b=8 (64 tiles) 8 -> 4 splits +0.6 to +3.8%, b=10 6 -> 3 +6 to +9% (8k), b=12 5 -> 3 +4.8 to +8.2%, b=14 4 -> 2
-// +0.5 to +3.8% (8k), b=20 3 -> 1 +1.7 to +4%, b=24 2 -> 1 +1.4 to +6%, b=32 2 -> 1 -1.2 to +1.9%. The general rule
-// was tuned on H200 (4.8 TB/s), whose DRAM needs more bytes in flight. sm_90 only (measured there).
+// +0.5 to +3.8% (8k), b=20 3 -> 1 +1.7 to +4% (now in the band below), b=24 2 -> 1 +1.4 to +6%, b=32 2 -> 1 -1.2
+// to +1.9%. The general rule was tuned on H200 (4.8 TB/s), whose DRAM needs more bytes in flight. sm_90 only.
+// On the same GPUs a dense grid of a little more than one tile per SM (1 to 4/3, "the band") reads best with 2
+// splits at every head dim, where the general rule gives 3 (H100, 8k keys, b=17 to 22: d64 b=18-21 +7 to +15%,
+// b=17 / b=22 -3% / -2%; d128 b=19 / b=20 +9.6% / +1.4% over the lean rule's 1, +8.6% / +6% at 2k, b=21 / b=22
+// even; d256 +10 to +44%); the lean rule gives way to it.
 constexpr double kLeanDecodeMaxGbps  = 4000.0;
 constexpr int kLeanDecodeMinTiles    = 64;
 constexpr float kLeanDecodeWarpsPerSm = 2.25f;
 
-// The calls the lean rule applies to: a dense K/V cache (no pages) of head dim 128, which it was measured on and
-// gains for. A paged cache kept its count (H100, b=20 8k page 16 with one split -11%, b=8 / b=14 -1.7% / -2.3%), and
-// head dims 64 / 256 want other counts (README), so the general rule's count, which bounds the lean one, stays.
-bool lean_split_rule(int hdim_q, int hdim_v, bool paged) { return !paged && hdim_q == 128 && hdim_v == 128; }
+// Which of those rules a call may take: a dense K/V cache (no pages) the two-split band, and with head dim 128 the
+// lean rule too, which were measured on and gain there. A paged cache kept its count (H100, b=20 8k page 16 with one
+// split -11%, b=8 / b=14 -1.7% / -2.3%), and head dims 64 / 256 want other counts at other tile counts (README), so
+// the general rule's count, which bounds both, stays for them.
+enum class SplitRules
+{
+    general,
+    band,     // the two-split band
+    band_lean // and the lean rule
+};
+SplitRules split_rules(int hdim_q, int hdim_v, bool paged)
+{
+    return paged ? SplitRules::general
+                 : hdim_q == 128 && hdim_v == 128 ? SplitRules::band_lean : SplitRules::band;
+}
 
 int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k, int bias_type,
-                   bool lean_ok = false)
+                   SplitRules rules = SplitRules::general)
 {
     if (batch < 1 || nhead_q < 1 || nhead_k < 1 || nhead_q % nhead_k || max_seqlen_q < 1 || max_seqlen_k < 1)
         return 1;
@@ -445,10 +460,16 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     const int sms = sm_count();
     if (decode && ctas <= int64_t(kDecodeCtasPerSm) * sms)
     {
-        const bool one_per_sm = ctas * 10 >= int64_t(sms) * 9 && ctas <= sms;
-        if (lean_ok && ctas >= kLeanDecodeMinTiles && !one_per_sm)
+        // tiles of at most 8 rows (the transposed decode step, where the rules were measured)
+        if (rules != SplitRules::general && rows <= 8)
             if (const double gbps = sm90_dram_peak_gbps(); gbps > 0.0 && gbps < kLeanDecodeMaxGbps)
-                return decode_splits(int(ctas), n_blocks, int(kLeanDecodeWarpsPerSm * sms));
+            {
+                if (ctas > sms && ctas * 3 <= int64_t(sms) * 4)
+                    return decode_splits(int(ctas), n_blocks, int(2 * ctas));
+                const bool one_per_sm = ctas * 10 >= int64_t(sms) * 9 && ctas <= sms;
+                if (rules == SplitRules::band_lean && ctas >= kLeanDecodeMinTiles && !one_per_sm)
+                    return decode_splits(int(ctas), n_blocks, int(kLeanDecodeWarpsPerSm * sms));
+            }
         return decode_splits(int(ctas), n_blocks, kDecodeFillPerSm * sms);
     }
     // past one decode wave, balance the waves (a 1.3-wave grid reads its last 0.3 at a fraction of the bandwidth)
@@ -574,7 +595,7 @@ int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seql
                                int bias_type, int hdim_q, int hdim_v, bool paged)
 {
     return mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
-                               mha::lean_split_rule(hdim_q, hdim_v, paged));
+                               mha::split_rules(hdim_q, hdim_v, paged));
 }
 
 float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& stream_config,
@@ -620,7 +641,7 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     if (splits == 0)
         splits = (args.lse_acc_ptr && args.o_acc_ptr)
                      ? num_splits_for(args.batch, args.nhead_q, args.nhead_k, max_q, args.seqlen_k, int(bias_type),
-                                      lean_split_rule(args.hdim_q, args.hdim_v, paged))
+                                      split_rules(args.hdim_q, args.hdim_v, paged))
                      : 1;
     if (splits > 1)
     {

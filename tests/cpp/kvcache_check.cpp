@@ -635,9 +635,10 @@ bool reset_case()
 }
 
 // The split count of the nine-argument aiter::mha_fwd_splitkv_num_splits: never more than the six-argument form's
-// (which sizes partial buffers for any call of the shape); a paged cache and head dim 64 keep that count; on an sm_90
-// GPU under 4 TB/s of DRAM bandwidth (H100) with 132 SMs a dense d128 grid of 96 decode tiles takes the lean
-// rule's 3 splits against the general rule's 5 (csrc/api/mha_fwd.cpp).
+// (which sizes partial buffers for any call of the shape); a paged cache keeps that count, and so does head dim 64
+// outside the two-split band; on an sm_90 GPU under 4 TB/s of DRAM bandwidth (H100) with 132 SMs a dense d128 grid
+// of 96 decode tiles takes the lean rule's 3 splits against the general rule's 5, and 160 tiles take 2 at d64 and
+// d128 against 3 (csrc/api/mha_fwd.cpp).
 bool split_rule_case()
 {
     const int bound = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192);
@@ -650,15 +651,22 @@ bool split_rule_case()
     CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
     CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev));
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    // b=20: 160 tiles, in the two-split band (more tiles than SMs, at most 4/3 of them) at every head dim
+    const int bound20 = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192);
+    const int band64  = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192, 0, 64, 64, false);
+    const int band128 = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192, 0, 128, 128, false);
+    const int paged20 = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192, 0, 64, 64, true);
     const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
     const bool lean = major == 9 && gbps < 4000.0;
-    bool ok = dense >= 1 && dense <= bound && paged == bound && d64 == bound;
+    bool ok = dense >= 1 && dense <= bound && paged == bound && d64 == bound && paged20 == bound20 &&
+              band64 <= bound20 && band128 <= bound20;
     if (lean && sms == 132)
-        ok &= bound == 5 && dense == 3;
+        ok &= bound == 5 && dense == 3 && bound20 == 3 && band64 == 2 && band128 == 2;
     else if (!lean)
-        ok &= dense == bound;
-    std::printf("split rule (b=12, 8k, peak %.0f GB/s, %d SMs): general %d, dense d128 %d, paged %d, d64 %d %s\n",
-                gbps, sms, bound, dense, paged, d64, ok ? "ok" : "FAIL");
+        ok &= dense == bound && band64 == bound20 && band128 == bound20;
+    std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, dense d128 %d, paged %d, d64 %d; b=20 "
+                "general %d, dense d64 %d, d128 %d %s\n",
+                gbps, sms, bound, dense, paged, d64, bound20, band64, band128, ok ? "ok" : "FAIL");
     return ok;
 }
 
@@ -686,6 +694,10 @@ int main()
     // 12 sequences (96 tiles): the heuristic's lean count on an H100 (3 splits), dense
     ok &= ragged_case("ragged splitkv b=12 splits=0", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000},
                       3000, 0, 0, 1, 90);
+    // 20 sequences (160 tiles): the two-split band on an H100
+    ok &= ragged_case("ragged splitkv b=20 splits=0", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000,
+                                                        100, 2900, 65, 1024, 3000, 2, 1500, 96},
+                      3000, 0, 0, 1, 91);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4", {3000, 5, 900}, 3000, 4, 0, 3, 60);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4 page=16", {3000, 5, 900}, 3000, 4, 16, 3, 61);
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
