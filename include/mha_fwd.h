@@ -311,7 +311,7 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 // - On an sm_90 GPU with less than 4 TB/s of DRAM bandwidth (H100; H200 keeps the rule above), a dense cache (no
 //   block table) with at most 8 rows per tile (max_seqlen_q x nhead_q / nhead_k with packing) takes fewer splits:
 //   2 when the decode CTAs are more than the SMs and at most 4/3 of them (any head dim); otherwise, with head dim
-//   128 and 64 or more CTAs, SMs x 2.25 / CTAs instead of SMs x 4 / CTAs, except at 0.9 to 1 CTAs per SM (b=16
+//   128 or 256 and 64 or more CTAs, SMs x 2.25 / CTAs instead of SMs x 4 / CTAs, except at 0.9 to 1 CTAs per SM (b=16
 //   above keeps 4). On an H100 (132 SMs), d128: b=8 -> 64 CTAs -> 4 splits, b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2,
 //   b=23 and up -> 1 (measurements in csrc/api/mha_fwd.cpp). This six-argument form sees neither the head dims nor
 //   the cache, so it returns the general rule's count, which bounds the others: partial buffers sized by it fit any

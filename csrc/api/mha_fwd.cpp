@@ -429,10 +429,12 @@ constexpr double kLeanDecodeMaxGbps  = 4000.0;
 constexpr int kLeanDecodeMinTiles    = 64;
 constexpr float kLeanDecodeWarpsPerSm = 2.25f;
 
-// Which of those rules a call may take: a dense K/V cache (no pages) the two-split band, and with head dim 128 the
-// lean rule too, which were measured on and gain there. A paged cache kept its count (H100, b=20 8k page 16 with one
-// split -11%, b=8 / b=14 -1.7% / -2.3%), and head dims 64 / 256 want other counts at other tile counts (README), so
-// the general rule's count, which bounds both, stays for them.
+// Which of those rules a call may take: a dense K/V cache (no pages) the two-split band, and with head dim 128 or
+// 256 the lean rule too, which were measured on and gain there (d256, H100, 2k / 8k / 32k, both layouts, two
+// passes: b=8 +0.6 to +2.9%, b=10 +0.8 to +3.2%, b=12 +7.1 to +9.9%, b=14 -2.6 to +0.5%, b=24 -1.0 to +2.8%, b=32
+// -0.4 to +1.3%). A paged cache kept its count (H100, b=20 8k page 16 with one split -11%, b=8 / b=14 -1.7% /
+// -2.3%), and head dim 64 wants other counts (the lean rule's 4 at b=8 read 16% below the general 8; README), so the
+// general rule's count, which bounds both, stays for them.
 enum class SplitRules
 {
     general,
@@ -442,7 +444,7 @@ enum class SplitRules
 SplitRules split_rules(int hdim_q, int hdim_v, bool paged)
 {
     return paged ? SplitRules::general
-                 : hdim_q == 128 && hdim_v == 128 ? SplitRules::band_lean : SplitRules::band;
+                 : hdim_q == hdim_v && (hdim_q == 128 || hdim_q == 256) ? SplitRules::band_lean : SplitRules::band;
 }
 
 int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k, int bias_type,

@@ -636,15 +636,16 @@ bool reset_case()
 
 // The split count of the nine-argument aiter::mha_fwd_splitkv_num_splits: never more than the six-argument form's
 // (which sizes partial buffers for any call of the shape); a paged cache keeps that count, and so does head dim 64
-// outside the two-split band; on an sm_90 GPU under 4 TB/s of DRAM bandwidth (H100) with 132 SMs a dense d128 grid
-// of 96 decode tiles takes the lean rule's 3 splits against the general rule's 5, and 160 tiles take 2 at d64 and
-// d128 against 3 (csrc/api/mha_fwd.cpp).
+// outside the two-split band; on an sm_90 GPU under 4 TB/s of DRAM bandwidth (H100) with 132 SMs a dense d128 or
+// d256 grid of 96 decode tiles takes the lean rule's 3 splits against the general rule's 5, and 160 tiles take 2 at
+// d64 and d128 against 3 (csrc/api/mha_fwd.cpp).
 bool split_rule_case()
 {
     const int bound = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192);
     const int dense = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 128, 128, false);
     const int paged = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 128, 128, true);
     const int d64   = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 64, 64, false);
+    const int d256  = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 256, 256, false);
     int dev = 0, major = 0, khz = 0, bits = 0, sms = 0;
     CHECK(cudaGetDevice(&dev));
     CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -658,15 +659,15 @@ bool split_rule_case()
     const int paged20 = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192, 0, 64, 64, true);
     const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
     const bool lean = major == 9 && gbps < 4000.0;
-    bool ok = dense >= 1 && dense <= bound && paged == bound && d64 == bound && paged20 == bound20 &&
+    bool ok = dense >= 1 && dense <= bound && paged == bound && d64 == bound && d256 == dense && paged20 == bound20 &&
               band64 <= bound20 && band128 <= bound20;
     if (lean && sms == 132)
         ok &= bound == 5 && dense == 3 && bound20 == 3 && band64 == 2 && band128 == 2;
     else if (!lean)
         ok &= dense == bound && band64 == bound20 && band128 == bound20;
-    std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, dense d128 %d, paged %d, d64 %d; b=20 "
-                "general %d, dense d64 %d, d128 %d %s\n",
-                gbps, sms, bound, dense, paged, d64, bound20, band64, band128, ok ? "ok" : "FAIL");
+    std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, dense d128 %d, d256 %d, paged %d, d64 %d; "
+                "b=20 general %d, dense d64 %d, d128 %d %s\n",
+                gbps, sms, bound, dense, d256, paged, d64, bound20, band64, band128, ok ? "ok" : "FAIL");
     return ok;
 }
 
