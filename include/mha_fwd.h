@@ -308,15 +308,21 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 // 32) that is 63 blocks per split, still 66 splits (528 CTAs); with 1k keys (32 blocks) 32 splits of one block.
 // b=16 -> 128 CTAs -> 4 splits (512 CTAs). b=64 -> 512 CTAs -> 1 split (no combine pass). b=128 -> 1024 CTAs, 1.29
 // resident waves -> 2 splits (2.6 waves).
-// - On an sm_90 GPU with less than 4 TB/s of DRAM bandwidth (H100; H200 keeps the rule above), a dense cache (no
-//   block table) with at most 8 rows per tile (max_seqlen_q x nhead_q / nhead_k with packing) takes fewer splits:
-//   2 when the decode CTAs are more than the SMs and at most 4/3 of them (any head dim); otherwise, with head dim
-//   128 or 256 and 64 or more CTAs, SMs x 2.25 / CTAs instead of SMs x 4 / CTAs, except at 0.9 to 1 CTAs per SM (b=16
-//   above keeps 4). On an H100 (132 SMs), d128: b=8 -> 64 CTAs -> 4 splits, b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2,
-//   b=23 and up -> 1 (measurements in csrc/api/mha_fwd.cpp). This six-argument form sees neither the head dims nor
-//   the cache, so it returns the general rule's count, which bounds the others: partial buffers sized by it fit any
-//   call of that shape. The nine-argument form returns exactly what a call with those head dims and a paged (block
-//   table) or dense cache resolves num_splits = 0 to.
+// - On an sm_90 GPU with less than 4 TB/s of DRAM bandwidth (H100; H200 keeps the rules above), tiles of at most 8
+//   rows (max_seqlen_q x nhead_q / nhead_k with packing) take other counts (measurements in csrc/api/mha_fwd.cpp):
+//   - the band: more CTAs than SMs and at most 4/3 of them -> 2 splits (dense caches at every head dim, paged caches
+//     at head dim 128 / 256);
+//   - dense, head dim 128 / 256, 64 or more CTAs: SMs x 2.25 / CTAs instead of SMs x 4 / CTAs, except at 0.9 to 1 CTAs
+//     per SM (b=16 above keeps 4);
+//   - paged (block table), head dim 128 / 256, 80 CTAs to 0.9 per SM: 3 splits;
+//   - dense, head dim 64, up to one CTA per SM: SMs x 6 / CTAs, at most 8, and 7 or 8 only while that many clusters
+//     of one-warp CTAs fit on the GPU at once (its GPCs decide: 96 clusters of 8 on an H100 SXM), else 6.
+//   On an H100 (132 SMs): dense d128 b=8 -> 64 CTAs -> 4 splits, b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2, b=23 and up
+//   -> 1; paged d128 b=10 to 14 -> 3, b=17 to 22 -> 2; dense d64 b=9 to 12 -> 8, b=13 -> 7, b=14 to 16 -> 6.
+// The six-argument form sees neither the head dims nor the cache, so it returns the largest count any of them takes
+// (the general rule's, or the head-dim-64 rule's where that is more): partial buffers sized by it fit any call of
+// that shape. The nine-argument form returns exactly what a call with those head dims and a paged (block table) or
+// dense cache resolves num_splits = 0 to.
 __attribute__((visibility("default"))) int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k,
                                                                       int max_seqlen_q, int max_seqlen_k,
                                                                       int bias_type = 0);

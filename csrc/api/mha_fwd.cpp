@@ -6,6 +6,7 @@
 
 #include "../common/fwd_params.h"
 #include "checks.h"
+#include "decode_occupancy.h"
 #include "error.h"
 #include "launch.h"
 #include "merge_counters.h"
@@ -429,26 +430,53 @@ constexpr double kLeanDecodeMaxGbps  = 4000.0;
 constexpr int kLeanDecodeMinTiles    = 64;
 constexpr float kLeanDecodeWarpsPerSm = 2.25f;
 
-// Which of those rules a call may take: a dense K/V cache (no pages) the two-split band, and with head dim 128 or
-// 256 the lean rule too, which were measured on and gain there (d256, H100, 2k / 8k / 32k, both layouts, two
-// passes: b=8 +0.6 to +2.9%, b=10 +0.8 to +3.2%, b=12 +7.1 to +9.9%, b=14 -2.6 to +0.5%, b=24 -1.0 to +2.8%, b=32
-// -0.4 to +1.3%). A paged cache kept its count (H100, b=20 8k page 16 with one split -11%, b=8 / b=14 -1.7% /
-// -2.3%), and head dim 64 wants other counts (the lean rule's 4 at b=8 read 16% below the general 8; README), so the
-// general rule's count, which bounds both, stays for them.
-enum class SplitRules
+// Head dim 64 (dense) reads best with every slot filled: a d64 warp does a d128 warp's per-block work for half the
+// bytes, so it takes more warps per SM to keep the DRAM busy. In a grid of 66 to 132 tiles (H100) the splits fill
+// kDecodeCtasPerSm per SM instead of kDecodeFillPerSm, at most 8 (a cluster's), and more splits than one CTA's warps
+// hold (kDecodeCtasPerSm: 7 or 8 run as a cluster of one-warp CTAs) only while those clusters fit on the GPU at once
+// (decode_clusters_per_wave: 96 clusters of 8 and 105 of 7 on an H100 SXM): one tile more and the grid ran a second
+// wave (b=13, 8 splits: -9 to -14%). H100, 32 q / 8 KV heads, L2 swept, KV GB/s, two passes, general -> fill at 8k /
+// 16k / 32k: b=9 7 -> 8 splits within 0.4%, b=10 6 -> 8 +4.8 / +7.1 / +9.0%, b=11 6 -> 8 +12.2% (16k), b=12 5 -> 8
+// +7.9 / +11.1 / +13.5%, b=13 5 -> 7 +2.0 / - / +3.9%, b=14 4 -> 6 +0.7 / +1.7 / +2.4%, b=15 4 -> 6 +1.8 / +2.8 /
+// +1.4%, b=16 4 -> 6 +0.9 / +1.8 / -1.8% (another H100: -0.6 / - / +0.5%); at 4k b=10 / b=11 / b=12 +1.5 / +1.4 /
+// +5.7%. 64 query heads per 8 KV heads (8-row tiles) the same: b=10 / 12 +7.0 / +11.3% (16k).
+//
+// A paged cache (block table) with head dim 128 or 256 reads best with 3 splits from 80 tiles to 0.9 per SM, where
+// the lean rule gives 2 past 99 tiles and its 4 at b=8 / b=9 lost (page 16: -1.6 / -0.9%), and with the two-split
+// band. H100, d128, page 16 / page 128, 8k / 32k, general -> 3 splits: b=10 (6) +4.5 / +4.9%, page 128 +5.1 / +8.0%;
+// b=11 (6) +8.4 / +9.2%; b=12 (5) +6.8 / +9.0%, page 128 +6.2 / +6.2%; b=13 (5) +4.0 / +4.1%; b=14 (4) +5.1 / +2.3%,
+// page 128 +1.5 / +1.4%. Band, general 3 -> 2: b=17 +6.4 / +7.8%, b=18 +9.9 / +11.1%, b=19 +9.4 / +10.3%, b=20 +8.7 /
+// +8.0% (page 128 +3.7 / +3.4%), b=21 +5.2 / +2.6%, b=22 +4.3 / +0.6%. d256, page 16, 8k: b=12 +8.9%, b=14 +4.8%, b=10
+// -0.9%, band b=20 +26.6%. d64 paged keeps the general rule (band b=20 -2.5%).
+//
+// Which of those rules a call may take, all for tiles of at most 8 rows (the transposed decode step, where they were
+// measured) on sm_90 GPUs under kLeanDecodeMaxGbps: a dense cache the two-split band at every head dim, the lean rule
+// at head dim 128 or 256 (measured there: d256, H100, 2k / 8k / 32k, both layouts, two passes: b=8 +0.6 to +2.9%,
+// b=10 +0.8 to +3.2%, b=12 +7.1 to +9.9%, b=14 -2.6 to +0.5%, b=24 -1.0 to +2.8%, b=32 -0.4 to +1.3%) and the fill at
+// head dim 64; a paged cache the band and 3 splits at head dim 128 or 256. Others keep the general rule.
+struct SplitRules
 {
-    general,
-    band,     // the two-split band
-    band_lean // and the lean rule
+    bool band = false;       // more tiles than SMs, at most 4/3 of them: 2 splits
+    bool lean = false;       // dense, kLeanDecodeMinTiles+ tiles: kLeanDecodeWarpsPerSm splits per SM
+    bool paged_three = false; // paged, kPagedThreeMinTiles tiles to 0.9 per SM: 3 splits
+    bool fill = false;       // dense d64, up to one tile per SM: kDecodeCtasPerSm splits per SM, clusters in one wave
 };
+constexpr int kPagedThreeMinTiles = 80;
+
 SplitRules split_rules(int hdim_q, int hdim_v, bool paged)
 {
-    return paged ? SplitRules::general
-                 : hdim_q == hdim_v && (hdim_q == 128 || hdim_q == 256) ? SplitRules::band_lean : SplitRules::band;
+    const bool wide = hdim_q == hdim_v && (hdim_q == 128 || hdim_q == 256);
+    const bool d64  = hdim_q == 64 && hdim_v == 64;
+    SplitRules r;
+    r.band        = !paged || wide;
+    r.lean        = !paged && wide;
+    r.paged_three = paged && wide;
+    r.fill        = !paged && d64;
+    return r;
 }
 
 int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k, int bias_type,
-                   SplitRules rules = SplitRules::general)
+                   SplitRules rules = SplitRules{})
 {
     if (batch < 1 || nhead_q < 1 || nhead_k < 1 || nhead_q % nhead_k || max_seqlen_q < 1 || max_seqlen_k < 1)
         return 1;
@@ -462,17 +490,29 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     const int sms = sm_count();
     if (decode && ctas <= int64_t(kDecodeCtasPerSm) * sms)
     {
-        // tiles of at most 8 rows (the transposed decode step, where the rules were measured)
-        if (rules != SplitRules::general && rows <= 8)
+        const int general = decode_splits(int(ctas), n_blocks, kDecodeFillPerSm * sms);
+        const bool any = rules.band || rules.lean || rules.paged_three || rules.fill;
+        if (any && rows <= 8)
             if (const double gbps = sm90_dram_peak_gbps(); gbps > 0.0 && gbps < kLeanDecodeMaxGbps)
             {
-                if (ctas > sms && ctas * 3 <= int64_t(sms) * 4)
+                if (rules.band && ctas > sms && ctas * 3 <= int64_t(sms) * 4)
                     return decode_splits(int(ctas), n_blocks, int(2 * ctas));
                 const bool one_per_sm = ctas * 10 >= int64_t(sms) * 9 && ctas <= sms;
-                if (rules == SplitRules::band_lean && ctas >= kLeanDecodeMinTiles && !one_per_sm)
+                if (rules.lean && ctas >= kLeanDecodeMinTiles && !one_per_sm)
                     return decode_splits(int(ctas), n_blocks, int(kLeanDecodeWarpsPerSm * sms));
+                if (rules.paged_three && ctas >= kPagedThreeMinTiles && ctas * 10 < int64_t(sms) * 9)
+                    return decode_splits(int(ctas), n_blocks, int(3 * ctas));
+                if (rules.fill && ctas <= sms)
+                {
+                    int s = decode_splits(int(ctas), n_blocks,
+                                          int(std::min<int64_t>(int64_t(kDecodeCtasPerSm) * sms,
+                                                                kClusterMergeMaxSplits * ctas)));
+                    while (s > kDecodeCtasPerSm && ctas > decode_clusters_per_wave(s, kDecodeSmemBudgetDefault))
+                        s = decode_splits(int(ctas), n_blocks, int((s - 1) * ctas));
+                    return std::max(s, general);
+                }
             }
-        return decode_splits(int(ctas), n_blocks, kDecodeFillPerSm * sms);
+        return general;
     }
     // past one decode wave, balance the waves (a 1.3-wave grid reads its last 0.3 at a fraction of the bandwidth)
     return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sms,
@@ -590,7 +630,10 @@ namespace aiter {
 int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k,
                                int bias_type)
 {
-    return mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type);
+    // the general rule's count, or the head-dim-64 fill's where that takes more: every rule's count is at most this
+    return std::max(mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type),
+                    mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
+                                        mha::split_rules(64, 64, false)));
 }
 
 int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k,

@@ -3,6 +3,8 @@
 // layouts and the global<->shared copy atoms. Everything a kernel instance needs to know statically lives here;
 // fwd_kernel.cuh only assembles these pieces. Tile choices per (hdim, dtype) are in fwd_tile_size().
 
+#include "../common/fwd_params.h"
+
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
@@ -125,7 +127,7 @@ struct FwdKernelTraits
 #ifdef MHA_DECODE_SMEM_BUDGET
     static constexpr int kDecodeSmemBudget = MHA_DECODE_SMEM_BUDGET;
 #else
-    static constexpr int kDecodeSmemBudget = 37888;
+    static constexpr int kDecodeSmemBudget = kDecodeSmemBudgetDefault;
 #endif
     // kRing: the decode tile takes the tensor-copy ring on sm_90. Its one-row boxes must start on 128-byte rows, so
     // only instances with 64-column swizzle atoms (d64, d128, d192, d256) do; d32 / d96 / d160 keep the cp.async loop

@@ -9,8 +9,9 @@ from generate import ARCHS
 
 API_FWD_SOURCES = ["csrc/api/mha_fwd.cpp", "csrc/api/error.cpp"]
 # Hand-written kernels linked into libmha_fwd.so beside the generated instances (paged-attention decode, the L2 sweep
-# of stream_config::flush_cache_, the split-KV merge counters).
-FWD_KERNEL_SOURCES = ["csrc/paged/paged_attention.cu", "csrc/api/l2_flush.cu", "csrc/api/merge_counters.cu"]
+# of stream_config::flush_cache_, the split-KV merge counters, the decode clusters-per-wave query).
+FWD_KERNEL_SOURCES = ["csrc/paged/paged_attention.cu", "csrc/api/l2_flush.cu", "csrc/api/merge_counters.cu",
+                      "csrc/api/decode_occupancy.cu"]
 API_BWD_SOURCES = ["csrc/api/mha_bwd.cpp", "csrc/api/error.cpp"]
 # device code of libmha_bwd.so besides its instances (stream_config::flush_cache_)
 BWD_KERNEL_SOURCES = ["csrc/api/l2_flush.cu"]

@@ -291,9 +291,10 @@ bool bigpool_case()
 // (seqlen_k_ptr, as serving engines call it), against mha_fwd in group mode on the keys packed densely. Cache rows
 // past a sequence's length are NaN and, paged, its block-table entries past its last page point at a NaN page, so
 // reading any of them shows. Q / O [b, sq, h, d]; bottom-right causal when sq > 1.
-bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, int page, int sq, uint32_t seed)
+bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, int page, int sq, uint32_t seed,
+                 int d = 128)
 {
-    const int b = int(lens.size()), h = 32, hk = 8, d = 128;
+    const int b = int(lens.size()), h = 32, hk = 8;
     std::mt19937 g(seed);
     std::vector<int> qs(b + 1, 0), ks(b + 1, 0);
     for (int i = 0; i < b; ++i)
@@ -635,39 +636,45 @@ bool reset_case()
 }
 
 // The split count of the nine-argument aiter::mha_fwd_splitkv_num_splits: never more than the six-argument form's
-// (which sizes partial buffers for any call of the shape); a paged cache keeps that count, and so does head dim 64
-// outside the two-split band; on an sm_90 GPU under 4 TB/s of DRAM bandwidth (H100) with 132 SMs a dense d128 or
-// d256 grid of 96 decode tiles takes the lean rule's 3 splits against the general rule's 5, and 160 tiles take 2 at
-// d64 and d128 against 3 (csrc/api/mha_fwd.cpp).
+// (which sizes partial buffers for any call of the shape); a paged cache at head dims 64 and 96 keeps the general
+// count, and so does dense d96 outside the band. On an sm_90 GPU under 4 TB/s of DRAM bandwidth (H100) with 132 SMs (csrc/api/mha_fwd.cpp):
+// 96 decode tiles (b=12) take the lean rule's 3 splits at dense d128 / d256 and 3 over a paged d128 cache against the
+// general rule's 5, and dense d64 fills every slot, 8 splits while 96 clusters of 8 fit at once (6 to 8 by the GPU's
+// GPCs); 160 tiles (b=20) take the band's 2 at dense d64 / d128 and paged d128 against 3.
 bool split_rule_case()
 {
+    auto n9 = [](int b, int d, bool paged) { return aiter::mha_fwd_splitkv_num_splits(b, 32, 8, 1, 8192, 0, d, d, paged); };
     const int bound = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192);
-    const int dense = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 128, 128, false);
-    const int paged = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 128, 128, true);
-    const int d64   = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 64, 64, false);
-    const int d256  = aiter::mha_fwd_splitkv_num_splits(12, 32, 8, 1, 8192, 0, 256, 256, false);
+    const int general = n9(12, 96, true), dense96 = n9(12, 96, false), dense = n9(12, 128, false);
+    const int paged = n9(12, 128, true), d64 = n9(12, 64, false), paged64 = n9(12, 64, true), d256 = n9(12, 256, false);
     int dev = 0, major = 0, khz = 0, bits = 0, sms = 0;
     CHECK(cudaGetDevice(&dev));
     CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
     CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev));
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    // b=20: 160 tiles, in the two-split band (more tiles than SMs, at most 4/3 of them) at every head dim
+    // b=20: 160 tiles, in the two-split band (more tiles than SMs, at most 4/3 of them)
     const int bound20 = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192);
-    const int band64  = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192, 0, 64, 64, false);
-    const int band128 = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192, 0, 128, 128, false);
-    const int paged20 = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192, 0, 64, 64, true);
+    const int general20 = n9(20, 96, true), band64 = n9(20, 64, false), band128 = n9(20, 128, false);
+    const int paged20 = n9(20, 64, true), paged128_20 = n9(20, 128, true);
     const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
     const bool lean = major == 9 && gbps < 4000.0;
-    bool ok = dense >= 1 && dense <= bound && paged == bound && d64 == bound && d256 == dense && paged20 == bound20 &&
-              band64 <= bound20 && band128 <= bound20;
+    bool ok = dense96 == general && paged64 == general && bound == std::max(general, d64) && paged20 == general20 &&
+              bound20 == general20;
+    for (int n : {dense, paged, d64, d256, band64, band128, paged128_20})
+        ok &= n >= 1;
+    ok &= dense <= bound && paged <= bound && d256 <= bound && band64 <= bound20 && band128 <= bound20 &&
+          paged128_20 <= bound20;
     if (lean && sms == 132)
-        ok &= bound == 5 && dense == 3 && bound20 == 3 && band64 == 2 && band128 == 2;
+        ok &= general == 5 && dense == 3 && d256 == 3 && paged == 3 && d64 >= 6 && d64 <= 8 && general20 == 3 &&
+              band64 == 2 && band128 == 2 && paged128_20 == 2;
     else if (!lean)
-        ok &= dense == bound && band64 == bound20 && band128 == bound20;
-    std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, dense d128 %d, d256 %d, paged %d, d64 %d; "
-                "b=20 general %d, dense d64 %d, d128 %d %s\n",
-                gbps, sms, bound, dense, d256, paged, d64, bound20, band64, band128, ok ? "ok" : "FAIL");
+        ok &= dense == general && paged == general && d64 == general && band64 == general20 &&
+              band128 == general20 && paged128_20 == general20;
+    std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, bound %d, dense d128 %d, d256 %d, d64 %d, "
+                "paged d128 %d, d64 %d; b=20 general %d, dense d64 %d, d128 %d, paged d128 %d, d64 %d %s\n",
+                gbps, sms, general, bound, dense, d256, d64, paged, paged64, general20, band64, band128, paged128_20,
+                paged20, ok ? "ok" : "FAIL");
     return ok;
 }
 
@@ -699,6 +706,11 @@ int main()
     ok &= ragged_case("ragged splitkv b=20 splits=0", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000,
                                                         100, 2900, 65, 1024, 3000, 2, 1500, 96},
                       3000, 0, 0, 1, 91);
+    // the same 12 sequences over a paged d128 cache (3 splits on an H100) and a dense d64 one (the fill: 6 to 8)
+    ok &= ragged_case("ragged splitkv b=12 splits=0 page=16", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32,
+                      3000}, 3000, 0, 16, 1, 92);
+    ok &= ragged_case("ragged splitkv b=12 splits=0 d64", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000},
+                      3000, 0, 0, 1, 93, 64);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4", {3000, 5, 900}, 3000, 4, 0, 3, 60);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4 page=16", {3000, 5, 900}, 3000, 4, 16, 3, 61);
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
