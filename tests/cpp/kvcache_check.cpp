@@ -394,9 +394,9 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
 
 // Dense bshd decode (one query, 32 q / 8 KV heads, d128) with [splits, b, h, d] partials.
 aiter::mha_fwd_splitkv_args decode_args(int b, int sk, int splits, const bf16* q, const bf16* k, const bf16* v, bf16* o,
-                                        float* lse, float* lse_acc, float* o_acc)
+                                        float* lse, float* lse_acc, float* o_acc, int d = 128)
 {
-    const int h = 32, hk = 8, d = 128;
+    const int h = 32, hk = 8;
     aiter::mha_fwd_splitkv_args s{};
     s.q_ptr = q, s.k_ptr = k, s.v_ptr = v, s.o_ptr = o, s.lse_ptr = lse, s.lse_acc_ptr = lse_acc, s.o_acc_ptr = o_acc;
     s.seqlen_q = 1, s.seqlen_k = sk, s.batch = b, s.max_seqlen_q = 1, s.hdim_q = s.hdim_v = d;
@@ -421,19 +421,41 @@ float decode_call(const aiter::mha_fwd_splitkv_args& s, cudaStream_t st)
 // A decode step captured into a CUDA graph (as serving engines run it) on a stream of its own must replay bit for bit
 // what the eager call computed. On sm_90, 8 splits merge inside thread-block clusters, 16 at b=3 inside the
 // cooperatively launched split grid, 16 at b=8 (more CTAs than fit at once) in the combine kernel launched as a
-// programmatic dependent, and one split over 157 key blocks at b=4 launches placement clusters.
-bool graph_case(int b, int splits)
+// programmatic dependent, and one split over 157 key blocks at b=4 launches placement clusters. With
+// capture_first, the capture comes before the eager call: splits = 0 at d64 then makes the split heuristic's first
+// cluster-occupancy query (csrc/api/decode_occupancy.cu) inside a global-mode capture, which must not invalidate it.
+bool graph_case(int b, int splits, int d = 128, bool capture_first = false)
 {
-    const int h = 32, hk = 8, d = 128, sk = 5000;
+    const int h = 32, hk = 8, sk = 5000;
+    const int acc_splits = splits > 0 ? splits : 128; // room for any count without asking the heuristic first
     std::mt19937 g(11);
     auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
          v = random_bf16(size_t(b) * sk * hk * d, g);
     bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v);
-    DecodeOut out(b, h, d, splits);
+    DecodeOut out(b, h, d, acc_splits);
     bf16 *o1 = out.o1, *o2 = out.o2;
     float *l1 = out.l1, *l2 = out.l2;
-    aiter::mha_fwd_splitkv_args s = decode_args(b, sk, splits, dq, dk, dv, o1, l1, out.lacc, out.oacc);
+    aiter::mha_fwd_splitkv_args s = decode_args(b, sk, splits, dq, dk, dv, o1, l1, out.lacc, out.oacc, d);
     auto call = [&](cudaStream_t st) { return decode_call(s, st); };
+
+    cudaStream_t st;
+    CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    auto capture = [&]() {
+        s.o_ptr = o2, s.lse_ptr = l2;
+        CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        const float t = call(st);
+        const cudaError_t end = cudaStreamEndCapture(st, &graph);
+        s.o_ptr = o1, s.lse_ptr = l1;
+        if (t < 0 || end != cudaSuccess)
+        {
+            std::printf("graph FAIL (capture): %s / %s\n", aiter::mha_get_last_error(), cudaGetErrorString(end));
+            return false;
+        }
+        return true;
+    };
+    if (capture_first && !capture())
+        return false;
     if (call(nullptr) < 0)
     {
         std::printf("graph FAIL (eager): %s\n", aiter::mha_get_last_error());
@@ -442,19 +464,8 @@ bool graph_case(int b, int splits)
     CHECK(cudaDeviceSynchronize());
     const auto o_eager = download(o1, size_t(b) * h * d);
     const auto l_eager = download(l1, b * h);
-
-    cudaStream_t st;
-    CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    s.o_ptr = o2, s.lse_ptr = l2;
-    cudaGraph_t graph;
-    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    const float t = call(st);
-    CHECK(cudaStreamEndCapture(st, &graph));
-    if (t < 0)
-    {
-        std::printf("graph FAIL (capture): %s\n", aiter::mha_get_last_error());
+    if (!capture_first && !capture())
         return false;
-    }
     cudaGraphExec_t exec;
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
     bool ok = true;
@@ -463,8 +474,8 @@ bool graph_case(int b, int splits)
         CHECK(cudaMemsetAsync(o2, 0xff, size_t(b) * h * d * 2, st)); // NaN: every replay must write all of O
         CHECK(cudaMemsetAsync(l2, 0xff, b * h * 4, st));
         // and the partials: a merge that read them before the replay wrote them would show
-        CHECK(cudaMemsetAsync(out.oacc, 0xff, size_t(splits) * b * h * d * 4, st));
-        CHECK(cudaMemsetAsync(out.lacc, 0xff, size_t(splits) * b * h * 4, st));
+        CHECK(cudaMemsetAsync(out.oacc, 0xff, size_t(acc_splits) * b * h * d * 4, st));
+        CHECK(cudaMemsetAsync(out.lacc, 0xff, size_t(acc_splits) * b * h * 4, st));
         CHECK(cudaGraphLaunch(exec, st));
         CHECK(cudaStreamSynchronize(st));
         const auto o = download(o2, size_t(b) * h * d);
@@ -475,7 +486,8 @@ bool graph_case(int b, int splits)
                  return std::memcmp(&x, &y, 4) == 0;
              });
     }
-    std::printf("graph (split-KV decode, b=%d, %d splits, 3 replays) bitwise %s\n", b, splits, ok ? "ok" : "FAIL");
+    std::printf("graph (split-KV decode, b=%d, d%d, %d splits%s, 3 replays) bitwise %s\n", b, d, splits,
+                capture_first ? ", captured first" : "", ok ? "ok" : "FAIL");
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(graph));
     CHECK(cudaStreamDestroy(st));
@@ -681,6 +693,8 @@ bool split_rule_case()
 int main()
 {
     bool ok = true;
+    // first: nothing before it has asked the split heuristic for a d64 count
+    ok &= graph_case(12, 0, 64, true);
     ok &= prefill_case("prefill page16 causal gqa", {37, 1, 130}, {200, 17, 130}, 8, 2, 128, 16, 2, -1, 0, 0.f, 0.f, 1);
     ok &= prefill_case("prefill page1 window", {64, 20}, {64, 300}, 4, 4, 64, 1, 3, 32, 8, 0.f, 0.f, 2);
     ok &= prefill_case("prefill page128 softcap", {300, 5}, {257, 700}, 6, 3, 96, 128, 0, -1, -1, 30.f, 0.f, 3);
