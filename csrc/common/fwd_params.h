@@ -167,11 +167,11 @@ constexpr int kClusterMergeMaxSplits     = 8;
 // 2786-2794 -> 2804-2808 -> 2806-2809. Per-warp stamps, b=16 1k: the wait for the slowest split before the merge p90
 // 1.66 -> 1.15 us, max 3.84 -> 1.86.
 constexpr int kWarpMergeMaxSplits = 8;
+constexpr int kPlacementCluster          = 4;
+constexpr int kPlacementClusterMinBlocks = 128;
 // The decode tile's shared memory per one-warp CTA (FwdKernelTraits::kDecodeSmemBudget unless an experiment build
 // sets MHA_DECODE_SMEM_BUDGET): a sixth of an sm_90 SM's 228 KB less the 1 KB reserved per CTA, six CTAs per SM.
 constexpr int kDecodeSmemBudgetDefault = 37888;
-constexpr int kPlacementCluster          = 4;
-constexpr int kPlacementClusterMinBlocks = 128;
 
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
 // and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them (with cluster_merge,
