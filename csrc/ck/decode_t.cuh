@@ -23,8 +23,12 @@
 #ifndef MHA_DECODE_T
 #define MHA_DECODE_T 1 // 0: every decode tile takes the 16-row step (experiments)
 #endif
+// 1: the warp splits of a tile claim its key blocks at run time (a shared-memory counter) instead of each keeping a
+// fixed range. Off: which warp sums which blocks then changes from call to call, and with it the result's last bits
+// (kvcache_check's determinism case: every repeat differed), for at most ~1% (H100, b=16: 1k +0.3%, 2k +1%, 8k even,
+// 32k +1.1%). A forward pass stays deterministic.
 #ifndef MHA_DECODE_CLAIM
-#define MHA_DECODE_CLAIM 1 // 0: each warp split of a tile keeps a fixed key-block range (experiments)
+#define MHA_DECODE_CLAIM 0
 #endif
 #ifndef MHA_DECODE_WARP_SPLITS
 #define MHA_DECODE_WARP_SPLITS 1 // 0: the splits of a transposed-step tile are one-warp CTAs in a cluster (experiments)

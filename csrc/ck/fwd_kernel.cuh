@@ -100,8 +100,8 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     const WindowMask mask = WindowMask::make(p.mask, seqlen_q, seqlen_k);
     const MaskRange nr    = mask.range(q_begin, q_end);
     int n_lo = 0, n_hi = INT_MAX;
-    // kDecodeT with warp splits (MHA_DECODE_CLAIM): the warps of the CTA claim the tile's key blocks at run time
-    // instead of each taking a fixed range (decode ring below)
+    // kDecodeT with warp splits and MHA_DECODE_CLAIM (off by default: not deterministic, decode_t.cuh): the warps of
+    // the CTA claim the tile's key blocks at run time instead of each taking a fixed range (decode ring below)
     const bool claim = MHA_DECODE_CLAIM && kDecodeT && p.split.warp_splits > 1;
     if constexpr (Kt::kSplit)
     {

@@ -159,9 +159,9 @@ constexpr int kMaxSplits = 128;
 constexpr int kClusterMergeMaxSplits     = 8;
 // The transposed decode step (tiles of at most 8 rows) with 2 to kWarpMergeMaxSplits splits whose per-warp shared
 // memory fits one CTA (d128: up to 6, d256: 3): the splits are the warps of one CTA instead of a cluster of one-warp
-// CTAs, merged through its shared memory after one CTA barrier instead of two cluster barriers and distributed loads,
-// and the warps claim the tile's key blocks from a shared-memory counter instead of each taking a fixed range
-// (fwd_kernel.cuh, claim). Same-call A/B on H100 (bf16, 32 q / 8 KV heads, d128, bhsd, L2 swept, KV GB/s, three
+// CTAs, merged through its shared memory after one CTA barrier instead of two cluster barriers and distributed loads;
+// each warp keeps a fixed key-block range (claiming them at run time from a shared-memory counter, MHA_DECODE_CLAIM,
+// gained up to 1% but made the result change from call to call: decode_t.cuh). Same-call A/B on H100 (bf16, 32 q / 8 KV heads, d128, bhsd, L2 swept, KV GB/s, three
 // passes; cluster -> warps -> warps claiming): b=16 1k 2160-2172 -> 2207-2224 -> 2218-2228, 2k 2542-2545 ->
 // 2526-2606 -> 2599-2620, 8k 2948-2953 -> 2973-2974 -> 2915-2975, 32k 3056-3057 -> 3059-3069 -> 3099; b=32 2k
 // 2786-2794 -> 2804-2808 -> 2806-2809. Per-warp stamps, b=16 1k: the wait for the slowest split before the merge p90

@@ -22,6 +22,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -496,6 +497,51 @@ bool graph_case(int b, int splits, int d = 128, bool capture_first = false)
     return ok;
 }
 
+// The same decode call repeated must give the same bits every time (a forward pass is deterministic: serving
+// engines compare runs and replay graphs), at split counts of each merge: the warps of one CTA (2 to 6 at d128),
+// a cluster (8), the split grid (16 at b=3).
+bool determinism_case(int b, int d, int sk, int splits)
+{
+    const int h = 32, hk = 8, reps = 20;
+    const int acc_splits = splits > 0 ? splits : 128;
+    std::mt19937 g(31);
+    auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
+         v = random_bf16(size_t(b) * sk * hk * d, g);
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v);
+    DecodeOut out(b, h, d, acc_splits);
+    const aiter::mha_fwd_splitkv_args s = decode_args(b, sk, splits, dq, dk, dv, out.o1, out.l1, out.lacc, out.oacc, d);
+    std::vector<bf16> first;
+    std::vector<float> first_l;
+    int differ = 0;
+    bool ok = true;
+    for (int r = 0; r < reps && ok; ++r)
+    {
+        CHECK(cudaMemset(out.o1, 0xff, size_t(b) * h * d * 2));
+        if (decode_call(s, nullptr) < 0)
+        {
+            std::printf("determinism FAIL: %s\n", aiter::mha_get_last_error());
+            ok = false;
+            break;
+        }
+        CHECK(cudaDeviceSynchronize());
+        auto o = download(out.o1, size_t(b) * h * d);
+        auto l = download(out.l1, b * h);
+        if (r == 0)
+        {
+            first = std::move(o), first_l = std::move(l);
+            continue;
+        }
+        differ += std::memcmp(o.data(), first.data(), o.size() * sizeof(bf16)) != 0 ||
+                  std::memcmp(l.data(), first_l.data(), l.size() * 4) != 0;
+    }
+    ok &= differ == 0;
+    std::printf("determinism (split-KV decode, b=%d, d%d, %d keys, %d splits): %d of %d repeats differ %s\n", b, d,
+                sk, splits, differ, reps - 1, ok ? "ok" : "FAIL");
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv})
+        cudaFree(x);
+    return ok;
+}
+
 // Decode calls whose splits merge inside the split grid (b=1, 8k keys: 64 splits) run on two streams at once, each
 // with partials of its own, 20 times each, under MHA_SPLITKV_MERGE=grid (a call that could not merge in the grid would
 // fail): every result must equal what the same call wrote through the combine kernel (MHA_SPLITKV_MERGE=combine),
@@ -695,6 +741,11 @@ int main()
     bool ok = true;
     // first: nothing before it has asked the split heuristic for a d64 count
     ok &= graph_case(12, 0, 64, true);
+    for (auto [b, d, sk, splits] : {std::tuple{16, 128, 1024, 4}, std::tuple{16, 128, 8192, 4},
+                                    std::tuple{12, 64, 8192, 5}, std::tuple{8, 128, 4096, 6},
+                                    std::tuple{12, 128, 4096, 3}, std::tuple{8, 128, 4096, 8},
+                                    std::tuple{3, 128, 8192, 16}})
+        ok &= determinism_case(b, d, sk, splits);
     ok &= prefill_case("prefill page16 causal gqa", {37, 1, 130}, {200, 17, 130}, 8, 2, 128, 16, 2, -1, 0, 0.f, 0.f, 1);
     ok &= prefill_case("prefill page1 window", {64, 20}, {64, 300}, 4, 4, 64, 1, 3, 32, 8, 0.f, 0.f, 2);
     ok &= prefill_case("prefill page128 softcap", {300, 5}, {257, 700}, 6, 3, 96, 128, 0, -1, -1, 30.f, 0.f, 3);
