@@ -316,12 +316,15 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 //     per SM (b=16 above keeps 4);
 //   - paged (block table), head dim 128 / 256, 80 CTAs to 0.9 per SM: 3 splits;
 //   - dense, head dim 64, up to one CTA per SM: SMs x 6 / CTAs, at most 8, and 7 or 8 only while that many clusters
-//     of one-warp CTAs fit on the GPU at once (its GPCs decide: 96 clusters of 8 on an H100 SXM), else 6.
-//   On an H100 (132 SMs): dense d128 b=8 -> 64 CTAs -> 4 splits, b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2, b=23 and up
-//   -> 1; paged d128 b=10 to 14 -> 3, b=17 to 22 -> 2; dense d64 b=9 to 12 -> 8, b=13 -> 7, b=14 to 16 -> 6.
+//     of one-warp CTAs fit on the GPU at once (its GPCs decide: 96 clusters of 8 on an H100 SXM), else 6;
+//   - head dim 128, dense or paged, 80 CTAs to 3/2 per SM (ahead of the three rules above): ceil(SMs x 3 / CTAs),
+//     three decode warps per SM.
+//   On an H100 (132 SMs): d128 (dense or paged) b=10 to 12 -> 5 splits, b=13 to 16 -> 4, b=17 to 24 -> 3; dense
+//   d128 b=8 -> 64 CTAs -> 4, b=25 and up -> 1; dense d256 b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2; dense d64 b=9 to
+//   12 -> 8, b=13 -> 7, b=14 to 16 -> 6.
 // The six-argument form sees neither the head dims nor the cache, so it returns the largest count any of them takes
-// (the general rule's, or the head-dim-64 rule's where that is more): partial buffers sized by it fit any call of
-// that shape. The nine-argument form returns exactly what a call with those head dims and a paged (block table) or
+// (the general rule's, or the head-dim-64 or head-dim-128 rule's where that is more): partial buffers sized by it
+// fit any call of that shape. The nine-argument form returns exactly what a call with those head dims and a paged (block table) or
 // dense cache resolves num_splits = 0 to.
 __attribute__((visibility("default"))) int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k,
                                                                       int max_seqlen_q, int max_seqlen_k,

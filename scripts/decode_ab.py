@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Same-call A/B of decode builds (scripts/decode_build.sh): KV GB/s of each build at each shape, the L2 swept before
-every call (-flush_cache=1), 32 query / 8 KV heads, one query, d=128, bf16. Each pass repeats the whole sweep, so
-run-to-run noise shows next to the differences.
+every call (-flush_cache=1), 32 query / 8 KV heads, one query, d=128 (--hdim), bf16. Each pass repeats the whole
+sweep, so run-to-run noise shows next to the differences.
 
   python3 scripts/decode_ab.py --specs "a=/tmp/base b=/tmp/exp b_env=/tmp/exp:MHA_SPLITKV_MERGE=combine" \\
       --shapes 1x8192,16x1024 [--splits 0,4] [--page 16] [--layout bshd]
@@ -22,6 +22,7 @@ def main():
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--layout", choices=["bhsd", "bshd"], default="bhsd")
     ap.add_argument("--page", type=int, default=0, help="page_block_size (0: dense)")
+    ap.add_argument("--hdim", type=int, default=128, help="head dim (the builds must have it)")
     a = ap.parse_args()
     specs = []
     for spec in a.specs.split():
@@ -37,8 +38,8 @@ def main():
             for b, n in shapes:
                 row = [f"splits={splits} pass {p} b={b:<3} keys={n:<7}"]
                 for name, exe, env in specs:
-                    ms, used, _ = ours(exe, b, n, a.page, a.layout, True, splits, env)
-                    gbs = 2 * b * 8 * n * 128 * 2 / ms / 1e6 if ms else 0.0  # K + V bytes
+                    ms, used, _ = ours(exe, b, n, a.page, a.layout, True, splits, env, a.hdim)
+                    gbs = 2 * b * 8 * n * a.hdim * 2 / ms / 1e6 if ms else 0.0  # K + V bytes
                     row.append(f"{name}={gbs:7.0f} ({used})")
                 print("  ".join(row), flush=True)
 

@@ -25,10 +25,10 @@ import re
 import subprocess
 
 
-def ours(exe, b, L, page, layout, cold, splits=0, env=None):
+def ours(exe, b, L, page, layout, cold, splits=0, env=None, hdim=128):
     """ms per call, the split count used and the output; splits 0: the library's heuristic; env: the process's."""
     perm = "1" if layout == "bhsd" else "0"
-    cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", "-d=128", "-s=1", f"-s_k={L}", f"-num_splits={splits}",
+    cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", f"-d={hdim}", "-s=1", f"-s_k={L}", f"-num_splits={splits}",
            "-v=0", "-warmup=5", "-repeat=20", f"-iperm={perm}", f"-operm={perm}", f"-flush_cache={int(cold)}"]
     if page:
         cmd.append(f"-page_block_size={page}")
@@ -37,7 +37,7 @@ def ours(exe, b, L, page, layout, cold, splits=0, env=None):
     # call by up to 2.5%: the benchmark counts Q, K, V and O once with all 32 heads (AITER's convention)
     gbs = re.search(r"([\d.]+) GB/s", out)
     splits = re.search(r"num_splits:(\d+)", out)
-    bench_bytes = b * 32 * 2 * (128 + 2 * L * 128 + 128)
+    bench_bytes = b * 32 * 2 * (hdim + 2 * L * hdim + hdim)
     ms = bench_bytes / 1e6 / float(gbs.group(1)) if gbs and float(gbs.group(1)) > 0 else None
     return ms, (int(splits.group(1)) if splits else 1), out.strip()
 

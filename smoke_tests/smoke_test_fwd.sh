@@ -196,6 +196,11 @@ gen_splitkv() {
     echo "-prec=$prec -b=2 -h=16 -h_k=4 -s=1 -s_k=1500 -d=256 -num_splits=4 -lse=1 $t"
     echo "-prec=$prec -mode=1 -b=3 -h=32 -h_k=8 -s=1,1,1 -s_k=40,0,70 -num_splits=4 -logits_soft_cap=20 -lse=1 $t"
     echo "-prec=$prec -b=3 -h=16 -h_k=2 -s=1 -s_k=2500 -num_splits=5 -mask=b:300,0,4 -page_block_size=32 -lse=1 $t"
+    # dense warp splits taking key blocks in turn (sinks left of a window), and a grid of 512 decode warps (an H100
+    # refills each warp's ring late there: fwd_kernel.cuh, ring_flags)
+    echo "-prec=$prec -b=3 -h=16 -h_k=2 -s=1 -s_k=2500 -num_splits=5 -mask=b:300,0,4 -lse=1 $t"
+    echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=1 -s_k=1500 -num_splits=4 -lse=1 $t"
+    echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=1 -s_k=1200 -num_splits=0 -mask=b:700,0,4 -lse=1 $t"
     # pages that are not a multiple of the decode tile's 32-key blocks: 8-row and one-row tensor-copy boxes on sm_90
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=1000 -num_splits=3 -page_block_size=24 -lse=1 $t"
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=333 -num_splits=2 -page_block_size=7 -lse=1 $t"

@@ -449,6 +449,20 @@ constexpr float kLeanDecodeWarpsPerSm = 2.25f;
 // +8.0% (page 128 +3.7 / +3.4%), b=21 +5.2 / +2.6%, b=22 +4.3 / +0.6%. d256, page 16, 8k: b=12 +8.9%, b=14 +4.8%, b=10
 // -0.9%, band b=20 +26.6%. d64 paged keeps the general rule (band b=20 -2.5%).
 //
+// Head dim 128, dense or paged, from 80 tiles to 3/2 per SM: enough splits for kLateRefillWarpsPerSm decode warps
+// per SM, ceil(3 SMs / tiles), ahead of the band, lean and three-split rules. At that many warps each warp's ring
+// refills late (ring_flags_for below), and the count then beats those rules' fewer, longer streams. H100, 32 q / 8 KV
+// heads, KV GB/s, two passes, the rules' count -> this one (splits), dense 2k / 8k / 32k: b=10 3 -> 5 - / +0.8% / -,
+// b=11 3 -> 5 +0.5% (8k), b=12 3 -> 5 +2.1 / +0.6 / +0.9%, b=13 2 -> 4 +3.4 / +2.4 / +1.7%, b=14 2 -> 4 +2.2 / +2.7 /
+// +1.5%, b=17 2 -> 3 +0.5% (8k), b=18 2 -> 3 -0.8 / +0.5 / +1.3%, b=19 2 -> 3 +2.3% (8k), b=20 2 -> 3 +0.7 / +2.9 /
+// +4.5%, b=21 2 -> 3 +6.1% (8k), b=22 2 -> 3 +4.1 / +5.4 / +6.0%, b=23 1 -> 3 +1.5% (8k), b=24 1 -> 3 +1.3 / +1.3 /
+// -0.5% (4 splits +3% at 8k / 32k, a second wave of four-warp CTAs); b=15 / 16 keep 4. Paged (page 16), 8k / 32k: b=10
+// 3 -> 5 +1.3 / +1.1%, b=11 +1.4% (8k), b=12 +0.9 / -0.1%, b=13 3 -> 4 -0.2% (8k), b=14 +0.0 / +0.5%, b=17 2 -> 3
+// -0.4% (8k), b=18 +0.3 / -0.2%, b=20 +0.9 / +2.6%, b=22 +3.2 / +4.7%. Not d256: its warps take 75 KB, so 3 splits at
+// b=18 / 20 left a second wave (-28% / -20%).
+constexpr int kLateRefillWarpsPerSm = 3;
+constexpr int kThreeWarpsMinTiles   = 80;
+
 // Which of those rules a call may take, all for tiles of at most 8 rows (the transposed decode step, where they were
 // measured) on sm_90 GPUs under kLeanDecodeMaxGbps: a dense cache the two-split band at every head dim, the lean rule
 // at head dim 128 or 256 (measured there: d256, H100, 2k / 8k / 32k, both layouts, two passes: b=8 +0.6 to +2.9%,
@@ -460,6 +474,7 @@ struct SplitRules
     bool lean = false;       // dense, kLeanDecodeMinTiles+ tiles: kLeanDecodeWarpsPerSm splits per SM
     bool paged_three = false; // paged, kPagedThreeMinTiles tiles to 0.9 per SM: 3 splits
     bool fill = false;       // dense d64, up to one tile per SM: kDecodeCtasPerSm splits per SM, clusters in one wave
+    bool three_warps = false; // d128, kThreeWarpsMinTiles to 3/2 tiles per SM: kLateRefillWarpsPerSm warps per SM
 };
 constexpr int kPagedThreeMinTiles = 80;
 
@@ -472,6 +487,7 @@ SplitRules split_rules(int hdim_q, int hdim_v, bool paged)
     r.lean        = !paged && wide;
     r.paged_three = paged && wide;
     r.fill        = !paged && d64;
+    r.three_warps = hdim_q == 128 && hdim_v == 128;
     return r;
 }
 
@@ -491,10 +507,12 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     if (decode && ctas <= int64_t(kDecodeCtasPerSm) * sms)
     {
         const int general = decode_splits(int(ctas), n_blocks, kDecodeFillPerSm * sms);
-        const bool any = rules.band || rules.lean || rules.paged_three || rules.fill;
+        const bool any = rules.band || rules.lean || rules.paged_three || rules.fill || rules.three_warps;
         if (any && rows <= 8)
             if (const double gbps = sm90_dram_peak_gbps(); gbps > 0.0 && gbps < kLeanDecodeMaxGbps)
             {
+                if (rules.three_warps && ctas >= kThreeWarpsMinTiles && ctas * 2 <= int64_t(sms) * 3)
+                    return decode_splits(int(ctas), n_blocks, int(kLateRefillWarpsPerSm * sms + ctas - 1));
                 if (rules.band && ctas > sms && ctas * 3 <= int64_t(sms) * 4)
                     return decode_splits(int(ctas), n_blocks, int(2 * ctas));
                 const bool one_per_sm = ctas * 10 >= int64_t(sms) * 9 && ctas <= sms;
@@ -517,6 +535,40 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     // past one decode wave, balance the waves (a 1.3-wave grid reads its last 0.3 at a fraction of the bandwidth)
     return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sms,
                             decode ? kDecodeCtasPerSm : kPrefillCtasPerSm, !decode);
+}
+
+// The decode ring's schedule (SplitParams::ring_flags, fwd_kernel.cuh) for a split-KV call of `tiles` tiles of
+// `rows` rows and `splits` splits, on sm_90 GPUs under kLeanDecodeMaxGbps (H100, where it was measured; other GPUs
+// keep the default schedule), for tiles of at most 8 rows at head dim 128 or 256 (d64 was mixed: b=16 1k -1.5%, 8k
+// +1.2%; other head dims were not measured):
+// - kRingLateRefill once the grid has kLateRefillWarpsPerSm decode warps per SM or more (one per split and tile):
+//   each warp then keeps one 32-key block queued at the DRAM instead of two while it waits, and the SMs' loops end
+//   closer together (per-CTA stamps, b=16 8k: loop ends p10 / p50 / max 133 / 172 / 175 us -> 168 / 170 / 174). With
+//   fewer warps the DRAM starves: b=8 4k (256 warps) -3%, b=32 2k -4%;
+// - kRingInterleave for a dense cache: the warp splits of a CTA take the tile's key blocks in turn (the CTA reads one
+//   window of the tile at a time); a paged one keeps contiguous ranges (page 16, b=16 8k: -2.6% interleaved).
+// Measured (H100, d128, 32 query / 8 KV heads, KV GB/s, three passes, same call, default -> both): b=16 1k
+// 2250-2262 -> 2273-2305, 2k 2626-2645 -> 2655-2662, 4k 2839-2859 -> 2864-2877, 8k 2983-2987 -> 2966-2971, 32k
+// 3064-3073 -> 3101-3107; late refill alone b=1 128k 2870-2884 -> 2906-2914, b=64 8k 3061 -> 3075; interleave alone
+// b=8 4k 2591-2600 -> 2626-2635; bshd b=16 8k 2944-2961 -> 3022-3031; d256 b=16 1k 2561-2594 -> 2617-2620, 8k
+// +0.3%. MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
+
+int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v)
+{
+    static const int forced = [] {
+        const char* e = std::getenv("MHA_DECODE_RING");
+        return e && *e ? std::atoi(e) : -1;
+    }();
+    if (forced >= 0)
+        return forced & (kRingLateRefill | kRingInterleave);
+    if (rows > 8 || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
+        return 0;
+    if (const double gbps = sm90_dram_peak_gbps(); !(gbps > 0.0 && gbps < kLeanDecodeMaxGbps))
+        return 0;
+    int32_t flags = paged ? 0 : kRingInterleave;
+    if (tiles * splits >= int64_t(kLateRefillWarpsPerSm) * sm_count())
+        flags |= kRingLateRefill;
+    return flags;
 }
 
 // The forward arguments a split-KV call corresponds to (K/V strides keep their meaning inside a page).
@@ -630,10 +682,13 @@ namespace aiter {
 int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k,
                                int bias_type)
 {
-    // the general rule's count, or the head-dim-64 fill's where that takes more: every rule's count is at most this
-    return std::max(mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type),
-                    mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
-                                        mha::split_rules(64, 64, false)));
+    // the general rule's count, or the head-dim-64 fill's or head-dim-128 rule's where those take more: every rule's
+    // count is at most this
+    return std::max({mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type),
+                     mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
+                                         mha::split_rules(64, 64, false)),
+                     mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
+                                         mha::split_rules(128, 128, false))});
 }
 
 int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k,
@@ -714,6 +769,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     SplitParams& sp = p.split;
     sp.num_splits = splits;
     sp.pack_ratio = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type));
+    sp.ring_flags = ring_flags_for(int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q), splits,
+                                   int64_t(max_q) * sp.pack_ratio, paged, args.hdim_q, args.hdim_v);
     if (splits > 1)
     {
         sp.lse_acc = static_cast<float*>(args.lse_acc_ptr);

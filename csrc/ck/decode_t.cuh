@@ -26,7 +26,8 @@
 // 1: the warp splits of a tile claim its key blocks at run time (a shared-memory counter) instead of each keeping a
 // fixed range. Off: which warp sums which blocks then changes from call to call, and with it the result's last bits
 // (kvcache_check's determinism case: every repeat differed), for at most ~1% (H100, b=16: 1k +0.3%, 2k +1%, 8k even,
-// 32k +1.1%). A forward pass stays deterministic.
+// 32k +1.1%). A forward pass stays deterministic. On H100-class GPUs the fixed partition over a dense cache takes
+// the blocks in turn (SplitParams::ring_flags, kRingInterleave), which won that back at 32k (3064-3073 -> 3093-3099).
 #ifndef MHA_DECODE_CLAIM
 #define MHA_DECODE_CLAIM 0
 #endif

@@ -103,22 +103,33 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     // kDecodeT with warp splits and MHA_DECODE_CLAIM (off by default: not deterministic, decode_t.cuh): the warps of
     // the CTA claim the tile's key blocks at run time instead of each taking a fixed range (decode ring below)
     const bool claim = MHA_DECODE_CLAIM && kDecodeT && p.split.warp_splits > 1;
+    // kDecodeT with warp splits and kRingInterleave (the host's choice, fwd_params.h): warp w takes blocks w, w + W,
+    // w + 2 W, ... of the tile's order (W = warp_splits) instead of a contiguous range, a fixed partition still
+    const int stride = kDecodeT && !claim && p.split.warp_splits > 1 && (p.split.ring_flags & kRingInterleave)
+                           ? p.split.warp_splits
+                           : 1;
     if constexpr (Kt::kSplit)
     {
         const int per = p.split.splits_div.div((seqlen_k + kBlockN - 1) / kBlockN + p.split.num_splits - 1);
-        n_lo = claim ? 0 : split * per;
-        n_hi = claim ? INT_MAX : n_lo + per;
+        n_lo = claim || stride > 1 ? 0 : split * per;
+        n_hi = claim || stride > 1 ? INT_MAX : n_lo + per;
     }
     const int n_block_min = max(nr.n_begin / kBlockN, n_lo);
     const int n_block_max = min(nr.n_end > nr.n_begin ? (nr.n_end + kBlockN - 1) / kBlockN : 0, n_hi);
     const int n_sink_end  = min(min((mask.sink_end(q_end) + kBlockN - 1) / kBlockN, nr.n_begin / kBlockN), n_hi);
-    auto next_block = [&](int n) { return n == n_block_min ? n_sink_end - 1 : n - 1; };
-    const int n_first = n_block_max > n_block_min ? n_block_max - 1 : n_sink_end - 1;
     // claim: the i-th block of that order (-1 past the last)
     const int n_window = max(n_block_max - n_block_min, 0), n_claims = n_window + max(n_sink_end, 0);
     auto claimed_block = [&](int i) {
         return i >= n_claims ? -1 : i < n_window ? n_block_max - 1 - i : n_sink_end - 1 - (i - n_window);
     };
+    auto next_block = [&](int n) {
+        if (stride > 1) // n's place in the order, then stride places on
+            return claimed_block((n >= n_block_min ? n_block_max - 1 - n : n_window + n_sink_end - 1 - n) + stride);
+        return n == n_block_min ? n_sink_end - 1 : n - 1;
+    };
+    const int n_first = stride > 1                   ? claimed_block(split)
+                        : n_block_max > n_block_min ? n_block_max - 1
+                                                    : n_sink_end - 1;
 
     // ---- global tensors of this (batch, head), offsets in 64 bits ----
     int64_t kv_batch = bidb; // dense K/V cache row (cache_batch_idx remaps it)
@@ -238,13 +249,19 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     };
     int n_start = n_first; // the first block this warp computes
     // The ring's consumer side, shared by both decode steps: before block n, the stage the previous block freed goes
-    // back to the copy engine and n's stage (returned) is waited for; ring_advance() after the block.
+    // back to the copy engine and n's stage (returned) is waited for; ring_advance() after the block. With
+    // kRingLateRefill (the host's choice, fwd_params.h) the freed stage goes back only once n's has landed, so a
+    // waiting warp has kKvStages - 1 blocks in flight instead of kKvStages.
     int ring_st = 0, ring_phase = 0, ring_st_issue = Kt::kKvStages - 1;
+    const bool late_refill = p.split.ring_flags & kRingLateRefill;
     auto ring_acquire = [&](int n) {
         ring.fence_async(); // every lane is done reading (and zeroing) the stage the copy engine refills next
         __syncwarp();
+        if (late_refill)
+            ring.wait(ring_st, ring_phase);
         issue_next(ring_st_issue);
-        ring.wait(ring_st, ring_phase);
+        if (!late_refill)
+            ring.wait(ring_st, ring_phase);
         if (n == n_start)
             MHA_STAMP(kStampFirstBlock);
         return ring_st;

@@ -173,6 +173,11 @@ constexpr int kPlacementClusterMinBlocks = 128;
 // sets MHA_DECODE_SMEM_BUDGET): a sixth of an sm_90 SM's 228 KB less the 1 KB reserved per CTA, six CTAs per SM.
 constexpr int kDecodeSmemBudgetDefault = 37888;
 
+// SplitParams::ring_flags. kRingLateRefill: a decode warp refills the stage it freed only after the next block's
+// stage has landed (fewer bytes queued per warp). kRingInterleave: the warp splits of one CTA take the tile's key
+// blocks in turn (warp w: blocks w, w + W, ...) instead of W contiguous ranges.
+constexpr int32_t kRingLateRefill = 1, kRingInterleave = 2;
+
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
 // and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them (with cluster_merge,
 // the CTAs of one cluster merge them in distributed shared memory instead; with merge_counters, the split CTAs merge
@@ -188,6 +193,9 @@ struct SplitParams
     // set by the launcher: the num_splits splits of a tile are the warps of one CTA (grid z = batch) and merge in its
     // shared memory; 0 otherwise (fwd_launch.cuh, kWarpMergeMaxSplits)
     int32_t warp_splits = 0;
+    // The decode ring's schedule, kRing* bits chosen by the host (mha_fwd.cpp, ring_flags_for); 0: refill a stage
+    // before waiting for the next, contiguous key ranges per warp split
+    int32_t ring_flags = 0;
     FastDiv splits_div; // set by the launcher from num_splits
     // Arrival counters of the merge inside the split grid, one per tile, zero between calls (the library's, one slot
     // per o_acc and stream: csrc/api/merge_counters.cu); nullptr: the combine kernel merges. The launcher clears it

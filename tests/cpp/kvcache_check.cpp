@@ -711,21 +711,22 @@ bool split_rule_case()
     CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
     CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev));
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    // b=20: 160 tiles, in the two-split band (more tiles than SMs, at most 4/3 of them)
+    // b=20: 160 tiles, in the two-split band (more tiles than SMs, at most 4/3 of them) at d64; d128 takes 3 there
+    // (three decode warps per SM), dense and paged
     const int bound20 = aiter::mha_fwd_splitkv_num_splits(20, 32, 8, 1, 8192);
     const int general20 = n9(20, 96, true), band64 = n9(20, 64, false), band128 = n9(20, 128, false);
     const int paged20 = n9(20, 64, true), paged128_20 = n9(20, 128, true);
     const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
     const bool lean = major == 9 && gbps < 4000.0;
-    bool ok = dense96 == general && paged64 == general && bound == std::max(general, d64) && paged20 == general20 &&
-              bound20 == general20;
+    bool ok = dense96 == general && paged64 == general && bound == std::max({general, d64, dense}) &&
+              paged20 == general20 && bound20 == std::max(general20, band128);
     for (int n : {dense, paged, d64, d256, band64, band128, paged128_20})
         ok &= n >= 1;
     ok &= dense <= bound && paged <= bound && d256 <= bound && band64 <= bound20 && band128 <= bound20 &&
           paged128_20 <= bound20;
     if (lean && sms == 132)
-        ok &= general == 5 && dense == 3 && d256 == 3 && paged == 3 && d64 >= 6 && d64 <= 8 && general20 == 3 &&
-              band64 == 2 && band128 == 2 && paged128_20 == 2;
+        ok &= general == 5 && dense == 5 && d256 == 3 && paged == 5 && d64 >= 6 && d64 <= 8 && general20 == 3 &&
+              band64 == 2 && band128 == 3 && paged128_20 == 3;
     else if (!lean)
         ok &= dense == general && paged == general && d64 == general && band64 == general20 &&
               band128 == general20 && paged128_20 == general20;
@@ -764,18 +765,21 @@ int main()
             ok &= ragged_case(name, lens, 3000, splits, page, 1, 20 + splits + page);
         }
     ok &= split_rule_case();
-    // 12 sequences (96 tiles): the heuristic's lean count on an H100 (3 splits), dense
+    // 12 sequences (96 tiles): the heuristic's d128 count on an H100 (5 splits: three warps per SM), dense
     ok &= ragged_case("ragged splitkv b=12 splits=0", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000},
                       3000, 0, 0, 1, 90);
-    // 20 sequences (160 tiles): the two-split band on an H100
+    // 20 sequences (160 tiles): 3 splits on an H100
     ok &= ragged_case("ragged splitkv b=20 splits=0", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000,
                                                         100, 2900, 65, 1024, 3000, 2, 1500, 96},
                       3000, 0, 0, 1, 91);
-    // the same 12 sequences over a paged d128 cache (3 splits on an H100) and a dense d64 one (the fill: 6 to 8)
+    // the same 12 sequences over a paged d128 cache (5 splits on an H100) and a dense d64 one (the fill: 6 to 8)
     ok &= ragged_case("ragged splitkv b=12 splits=0 page=16", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32,
                       3000}, 3000, 0, 16, 1, 92);
     ok &= ragged_case("ragged splitkv b=12 splits=0 d64", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000},
                       3000, 0, 0, 1, 93, 64);
+    // 16 sequences, 4 splits (512 decode warps: late ring refills on an H100, warp splits taking blocks in turn)
+    ok &= ragged_case("ragged splitkv b=16 splits=4", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000,
+                                                       100, 2900, 65, 1024}, 3000, 4, 0, 1, 94);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4", {3000, 5, 900}, 3000, 4, 0, 3, 60);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4 page=16", {3000, 5, 900}, 3000, 4, 16, 3, 61);
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
