@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 namespace mha {
@@ -354,29 +355,53 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
 namespace mha {
 namespace {
 
-int sm_count()
+// What the split rules read about the current device on every split-KV call, queried once per device:
+// cudaDevAttrMemoryClockRate is not a cached attribute, and querying it on every call made a decode step host-bound
+// (eighteenth session, README decode section).
+struct DeviceFacts
 {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                  cudaSuccess)
-        return 132;
-    return sms;
-}
+    int sms          = 132; // SM count (132 when the query failed)
+    double sm90_gbps = 0.0; // peak DRAM GB/s of an sm_90 GPU, 0 for others or when the query failed
+};
 
-// The current device's peak DRAM bandwidth in GB/s from its memory clock and bus width (double data rate) when it
-// is an sm_90 GPU (where the lean split rule below was measured), else 0 (also without a GPU).
-double sm90_dram_peak_gbps()
+const DeviceFacts& device_facts()
 {
-    int dev = 0, major = 0, khz = 0, bits = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess)
+    constexpr int kMaxDevices = 64;
+    static DeviceFacts facts[kMaxDevices];
+    static std::once_flag once[kMaxDevices];
+    static const DeviceFacts none{};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices)
     {
         (void)cudaGetLastError();
-        return 0.0;
+        return none;
     }
-    return major == 9 ? 2.0 * khz * 1e3 * (bits / 8) / 1e9 : 0.0;
+    std::call_once(once[dev], [dev] {
+        int sms = 0, major = 0, khz = 0, bits = 0;
+        DeviceFacts f;
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0)
+            f.sms = sms;
+        // peak DRAM bandwidth from the memory clock and bus width (double data rate)
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess && major == 9)
+            f.sm90_gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
+        (void)cudaGetLastError();
+        facts[dev] = f;
+    });
+    return facts[dev];
+}
+
+int sm_count()
+{
+    return device_facts().sms;
+}
+
+// The current device's peak DRAM bandwidth in GB/s when it is an sm_90 GPU (where the lean split rule below was
+// measured), else 0 (also without a GPU).
+double sm90_dram_peak_gbps()
+{
+    return device_facts().sm90_gbps;
 }
 
 // FlashAttention-2's rule, restated for our CTAs: with `ctas` CTAs per split and two CTAs resident per SM, pick the

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -542,6 +543,45 @@ bool determinism_case(int b, int d, int sk, int splits)
     return ok;
 }
 
+// The host's share of a decode step: the split heuristic and the ring schedule read device facts on every call
+// with num_splits = 0, and one of them (the memory clock) is not a cached attribute: queried per call it cost ~0.36 ms
+// of host time per query on an H100 (eighteenth session), so a 30 us decode step was host-bound. 200 calls are
+// enqueued back to back on a stream (no synchronisation inside the loop); the median host time per call must stay
+// far below that (bound: 100 us; ~10-20 us expected).
+bool host_overhead_case()
+{
+    const int b = 16, h = 32, hk = 8, d = 128, sk = 1024, calls = 200;
+    std::mt19937 g(41);
+    auto q = random_bf16(size_t(b) * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
+         v = random_bf16(size_t(b) * sk * hk * d, g);
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v);
+    DecodeOut out(b, h, d, 128);
+    const aiter::mha_fwd_splitkv_args s = decode_args(b, sk, 0, dq, dk, dv, out.o1, out.l1, out.lacc, out.oacc, d);
+    cudaStream_t st;
+    CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    bool ok = decode_call(s, st) >= 0; // first call: one-time queries and attribute setting
+    CHECK(cudaStreamSynchronize(st));
+    std::vector<double> us;
+    for (int i = 0; i < calls && ok; ++i)
+    {
+        const auto t0 = std::chrono::steady_clock::now();
+        ok &= decode_call(s, st) >= 0;
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        if (i % 50 == 49) // keep the queue short
+            CHECK(cudaStreamSynchronize(st));
+    }
+    CHECK(cudaStreamSynchronize(st));
+    CHECK(cudaStreamDestroy(st));
+    std::sort(us.begin(), us.end());
+    const double median = us.empty() ? 0.0 : us[us.size() / 2];
+    ok &= !us.empty() && median < 100.0;
+    std::printf("host overhead (split-KV decode b=%d, %d keys, num_splits=0): median %.1f us per call, %zu calls %s\n",
+                b, sk, median, us.size(), ok ? "ok" : "FAIL");
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv})
+        cudaFree(x);
+    return ok;
+}
+
 // Decode calls whose splits merge inside the split grid (b=1, 8k keys: 64 splits) run on two streams at once, each
 // with partials of its own, 20 times each, under MHA_SPLITKV_MERGE=grid (a call that could not merge in the grid would
 // fail): every result must equal what the same call wrote through the combine kernel (MHA_SPLITKV_MERGE=combine),
@@ -765,6 +805,7 @@ int main()
             ok &= ragged_case(name, lens, 3000, splits, page, 1, 20 + splits + page);
         }
     ok &= split_rule_case();
+    ok &= host_overhead_case();
     // 12 sequences (96 tiles): the heuristic's d128 count on an H100 (5 splits: three warps per SM), dense
     ok &= ragged_case("ragged splitkv b=12 splits=0", {3000, 1, 33, 1777, 2048, 31, 2999, 64, 2500, 700, 32, 3000},
                       3000, 0, 0, 1, 90);
