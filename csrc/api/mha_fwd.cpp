@@ -379,14 +379,17 @@ const DeviceFacts& device_facts()
     std::call_once(once[dev], [dev] {
         int sms = 0, major = 0, khz = 0, bits = 0;
         DeviceFacts f;
-        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0)
-            f.sms = sms;
+        const bool got_sms = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess;
         // peak DRAM bandwidth from the memory clock and bus width (double data rate)
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess && major == 9)
+        const bool got_bw = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                            cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+                            cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess;
+        if (!got_sms || !got_bw)
+            (void)cudaGetLastError(); // only our failed query's error: a caller's pending one is left alone
+        if (got_sms && sms > 0)
+            f.sms = sms;
+        if (got_bw && major == 9)
             f.sm90_gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
-        (void)cudaGetLastError();
         facts[dev] = f;
     });
     return facts[dev];
