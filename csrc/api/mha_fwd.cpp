@@ -797,8 +797,9 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     SplitParams& sp = p.split;
     sp.num_splits = splits;
     sp.pack_ratio = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type));
-    sp.ring_flags = ring_flags_for(int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q), splits,
-                                   int64_t(max_q) * sp.pack_ratio, paged, args.hdim_q, args.hdim_v);
+    const int64_t rows  = int64_t(max_q) * sp.pack_ratio; // a tile's rows, and the tiles of the grid
+    const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
+    sp.ring_flags = ring_flags_for(tiles, splits, rows, paged, args.hdim_q, args.hdim_v);
     if (splits > 1)
     {
         sp.lse_acc = static_cast<float*>(args.lse_acc_ptr);
@@ -813,8 +814,6 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         // comparisons).
         const char* merge_env = std::getenv("MHA_SPLITKV_MERGE");
         const std::string merge = merge_env ? merge_env : "";
-        const int64_t rows = int64_t(max_q) * sp.pack_ratio;
-        const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
         std::string no_grid_merge =
             split_block_m(rows) != kDecodeBlockM ? "not a decode tile (more than 16 rows per KV head)"
             : splits <= kClusterMergeMaxSplits  ? "8 splits or fewer merge in a thread-block cluster"
