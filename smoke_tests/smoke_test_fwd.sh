@@ -201,6 +201,12 @@ gen_splitkv() {
     echo "-prec=$prec -b=3 -h=16 -h_k=2 -s=1 -s_k=2500 -num_splits=5 -mask=b:300,0,4 -lse=1 $t"
     echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=1 -s_k=1500 -num_splits=4 -lse=1 $t"
     echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=1 -s_k=1200 -num_splits=0 -mask=b:700,0,4 -lse=1 $t"
+    # warps issuing their first block at kernel entry on sm_90 (kRingEarly: dense batch-mode caches): warps without a
+    # key block, a causal mask over 8 rows, no GQA packing (one head per tile), the other layout
+    echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=1 -s_k=96 -num_splits=4 -lse=1 $t"
+    echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=2 -s_k=1500 -num_splits=0 -mask=b -lse=1 $t"
+    echo "-prec=$prec -b=4 -h=8 -h_k=8 -s=1 -s_k=2048 -num_splits=4 -lse=1 $t"
+    echo "-prec=$prec -b=6 -h=32 -h_k=8 -s=1 -s_k=4096 -num_splits=3 -iperm=0 -operm=0 -lse=1 $t"
     # pages that are not a multiple of the decode tile's 32-key blocks: 8-row and one-row tensor-copy boxes on sm_90
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=1000 -num_splits=3 -page_block_size=24 -lse=1 $t"
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=333 -num_splits=2 -page_block_size=7 -lse=1 $t"

@@ -579,7 +579,14 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 // 2250-2262 -> 2273-2305, 2k 2626-2645 -> 2655-2662, 4k 2839-2859 -> 2864-2877, 8k 2983-2987 -> 2966-2971, 32k
 // 3064-3073 -> 3101-3107; late refill alone b=1 128k 2870-2884 -> 2906-2914, b=64 8k 3061 -> 3075; interleave alone
 // b=8 4k 2591-2600 -> 2626-2635; bshd b=16 8k 2944-2961 -> 3022-3031; d256 b=16 1k 2561-2594 -> 2617-2620, 8k
-// +0.3%. MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
+// +0.3%.
+// - kRingEarly on every GPU: a warp's first block leaves at kernel entry where the launcher finds it follows from
+//   the kernel parameters alone (fwd_launch.cuh, early_first_block_ok: dense batch-mode caches without per-batch key
+//   counts, warp splits), instead of after the ~1.4 us setup. Per-CTA stamps, H100 b=16 1k: first copies 1.57 ->
+//   0.67 us after the CTA start, first block landed 4.99 -> 4.26, last CTA end 24.86 -> 24.10. Same call, KV GB/s,
+//   two passes: b=16 1k 2272-2290 -> 2346-2357 (+3%), 2k +1.5%, 8k +0.5%, b=8 4k +1%, b=12 / b=20 8k, 32k and
+//   b=1 8k (64 splits: not warp splits) even.
+// MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
 
 int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v)
 {
@@ -588,12 +595,12 @@ int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int 
         return e && *e ? std::atoi(e) : -1;
     }();
     if (forced >= 0)
-        return forced & (kRingLateRefill | kRingInterleave);
+        return forced & (kRingLateRefill | kRingInterleave | kRingEarly);
     if (rows > 8 || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
-        return 0;
+        return kRingEarly;
     if (const double gbps = sm90_dram_peak_gbps(); !(gbps > 0.0 && gbps < kLeanDecodeMaxGbps))
-        return 0;
-    int32_t flags = paged ? 0 : kRingInterleave;
+        return kRingEarly;
+    int32_t flags = kRingEarly | (paged ? 0 : kRingInterleave);
     if (tiles * splits >= int64_t(kLateRefillWarpsPerSm) * sm_count())
         flags |= kRingLateRefill;
     return flags;

@@ -46,6 +46,47 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     const int warp = kDecodeT ? int(threadIdx.x / 32) : 0;
     char* const smem_raw = smem_cta + warp * Kt::kWarpSmemBytes;
     MHA_STAMP(kStampStart);
+    MHA_STAMP(kStampParam, p.seqlen_k);
+#if MHA_DECODE_TMA
+    // kRingEarly (kDecodeT, warp splits; the launcher kept it only for calls whose first blocks follow from the
+    // kernel parameters alone: fwd_launch.cuh): each warp's first key block leaves now, before the setup below (which
+    // takes ~1.4 us of dependent parameter and instruction fetches on an H100), into ring stage 0. The setup then
+    // computes the same block as its first (n_first) and skips that copy.
+    DecodeRing<Kt::kKvStages> ring;
+    bool early = false;
+    if constexpr (kDecodeT && !MHA_DECODE_CLAIM)
+        if (p.split.ring_flags & kRingEarly)
+        {
+            const int nblocks = (p.seqlen_k + kBlockN - 1) / kBlockN, warps = int(blockDim.x / 32);
+            int n0 = nblocks - 1 - warp, lo = 0; // interleaved: warp w's first block
+            if (!(p.split.ring_flags & kRingInterleave))
+            {
+                const int per = p.split.splits_div.div(nblocks + warps - 1);
+                lo = warp * per, n0 = min(lo + per, nblocks) - 1;
+            }
+            // a partial first block (rows past seqlen_k) takes the setup's row-by-row copy
+            early = n0 >= lo && (n0 + 1) * kBlockN <= p.seqlen_k && smem_addr(smem_raw) % 1024 == 0;
+            if (early)
+            {
+                ring.init(smem_raw + Kt::kSmemBarOffset, int(threadIdx.x % 32));
+                constexpr int kStageBytes = kBlockN * (kHeadDim + kHeadDimV) * int(sizeof(Element));
+                ring.arm(0, uint32_t(kStageBytes), int(threadIdx.x % 32));
+                if (threadIdx.x % 32 == 0) // one box of kBlockN rows per atom column (tma_box_rows == kBlockN)
+                {
+                    Element* const k_dst = reinterpret_cast<Element*>(smem_raw) + Kt::kSmemQOElems;
+                    Element* const v_dst = k_dst + Kt::kSmemKElems;
+                    const int row = n0 * kBlockN, head = int(blockIdx.y), batch = int(blockIdx.z);
+                    CUTE_UNROLL
+                    for (int c = 0; c < kHeadDim / Kt::kAtomQ; ++c)
+                        ring.load(k_dst + c * kBlockN * Kt::kAtomQ, p.kv.tma_k, c * Kt::kAtomQ, row, head, batch, 0);
+                    CUTE_UNROLL
+                    for (int c = 0; c < kHeadDimV / Kt::kAtomV; ++c)
+                        ring.load(v_dst + c * kBlockN * Kt::kAtomV, p.kv.tma_v, c * Kt::kAtomV, row, head, batch, 0);
+                }
+                MHA_STAMP(kStampEarly);
+            }
+        }
+#endif
     if constexpr (Kt::kSplit)
         grid_launch_dependents(); // the combine kernel may launch now; it waits for this grid to finish
 #if MHA_DECODE_TMA
@@ -131,6 +172,7 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                         : n_block_max > n_block_min ? n_block_max - 1
                                                     : n_sink_end - 1;
 
+    MHA_STAMP(kStampRange, n_first);
     // ---- global tensors of this (batch, head), offsets in 64 bits ----
     int64_t kv_batch = bidb; // dense K/V cache row (cache_batch_idx remaps it)
     const int32_t* pages = nullptr; // paged K/V: this batch's page ids
@@ -151,9 +193,8 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     constexpr int kStageElems = Kt::kSmemKElems + Kt::kSmemVElems;
     const bool use_ring = Kt::kRing && MHA_DECODE_TMA && p.kv.tma_box_rows > 0 && smem_addr(smem_raw) % 1024 == 0;
 #if MHA_DECODE_TMA
-    DecodeRing<Kt::kKvStages> ring;
     if constexpr (Kt::kRing)
-        if (use_ring)
+        if (use_ring && !early)
             ring.init(smem_raw + Kt::kSmemBarOffset, tidx);
     static_assert(!Kt::kRing || kBlockN <= 32, "one box (or one row) per lane");
     // stage st: K, then V, at st * kStageElems
@@ -302,7 +343,10 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             {
                 if (page_size > 0)
                     fetch_page(n_issue);
-                for (int st = 0; st < Kt::kKvStages - 1; ++st)
+                int st = 0;
+                if (early) // stage 0 holds n_first already (a dense cache: no page to fetch)
+                    n_issue = next_block(n_issue), st = 1;
+                for (; st < Kt::kKvStages - 1; ++st)
                     issue_next(st);
             }
             MHA_STAMP(kStampIssued);

@@ -63,6 +63,24 @@ cudaError_t finish_split(const FwdParams& p, cudaStream_t stream, bool dependent
                        combine_threads(p.hdim_v, p.split.num_splits), 0, stream, p, dependent);
 }
 
+// kRingEarly (fwd_params.h): a decode warp may issue its first block at kernel entry only where that block follows
+// from the kernel parameters alone: a dense cache in batch mode read through full-block boxes, the key count from
+// seqlen_k (no per-batch counts, no cache_batch_idx), every tile row present, the KV head from blockIdx.y, and a
+// mask (if any) that hides no key of the cache from the tile.
+template <typename Kt>
+bool early_first_block_ok(const FwdParams& p, int box_rows)
+{
+    const KvCacheParams& kv = p.kv;
+    if (box_rows != Kt::kBlockN || kv.page_size > 0 || kv.page_indptr != nullptr || kv.cache_batch_idx != nullptr ||
+        kv.seqlen_k != nullptr || p.seq.is_group || p.seq.cu_seqlen_q != nullptr || p.seq.cu_seqlen_k != nullptr)
+        return false;
+    if (p.seqlen_q < 1 || p.seqlen_k < 1 || p.max_seqlen_q != p.seqlen_q ||
+        !(p.split.pack_ratio > 1 || p.head_ratio == 1))
+        return false;
+    const MaskRange r = WindowMask::make(p.mask, p.seqlen_q, p.seqlen_k).range(0, p.seqlen_q);
+    return r.n_begin == 0 && r.n_end >= p.seqlen_k;
+}
+
 // Split-KV instances (run_fwd): p carries the fast divisor of num_splits.
 template <typename Kt>
 cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
@@ -88,6 +106,7 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
         if (cc >= 90)
         {
             FwdParams q = p;
+            q.split.ring_flags &= ~kRingEarly; // kept below for warp splits only
             int box_rows = Kt::kBlockN; // a paged box stays inside one page
             while (q.kv.page_size > 0 && q.kv.page_size % box_rows != 0)
                 box_rows /= 2;
@@ -112,6 +131,8 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                         if (err == cudaSuccess)
                         {
                             q.split.warp_splits = n;
+                            if (early_first_block_ok<Kt>(p, box_rows))
+                                q.split.ring_flags |= p.split.ring_flags & kRingEarly;
                             err = launch_grid(ring_kernel, dim3(grid.x, grid.y, p.batch), 32 * n, warp_smem, stream,
                                               q, false);
                             MHA_PRINT_STAMPS(grid, n); // a slot per warp: as many as one-warp CTAs

@@ -25,8 +25,9 @@ unsigned long long stamps_spin_end(); // csrc/api/l2_flush.cu: when the spin bef
 namespace mha::ck {
 
 // The points: CTA start, key count known, first copies issued, first block landed, key loop ended, merge started
-// (after the cluster barrier), CTA end, in the cluster merge the splits' LSEs loaded and O stored, and (transposed
-// decode step) the Q tile landed. The slot after the points holds the SM id.
+// (after the cluster barrier), CTA end, in the cluster merge the splits' LSEs loaded and O stored, (transposed
+// decode step) the Q tile landed, the first kernel parameter loaded, the split's block range known, and the first
+// block issued at entry (kRingEarly). The slot after the points holds the SM id.
 enum StampPoint
 {
     kStampStart,
@@ -39,6 +40,9 @@ enum StampPoint
     kStampMergeLse, // cluster merge: the splits' LSEs loaded
     kStampStored,   // cluster merge: O stored
     kStampQ,        // transposed decode step: the Q tile has landed (before the first block's wait)
+    kStampParam,    // the first kernel parameter loaded
+    kStampRange,    // the split's key block range known
+    kStampEarly,    // kRingEarly: this warp's first block issued at kernel entry
     kStampPoints
 };
 
@@ -108,7 +112,8 @@ static inline void print_stamps(dim3 grid, int splits)
     if (const unsigned long long spin = stamps_spin_end(); spin != 0 && spin < t0 && t0 - spin < 1000000ull)
         std::printf("[stamps] first CTA start %.2f us after the spin kernel's end\n", (t0 - spin) * 1e-3);
     const char* names[kStampPoints] = {"start",    "key count", "issued", "first",   "loop end",
-                                       "merge",    "end",       "m:lse",  "m:stored", "q landed"};
+                                       "merge",    "end",       "m:lse",  "m:stored", "q landed",
+                                       "param",    "range",     "early"};
     for (int k = 0; k < kStampPoints; ++k)
     {
         std::vector<double> c;
