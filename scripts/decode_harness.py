@@ -26,27 +26,11 @@ import ctypes
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_bench import L2Sweep, event_time  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def load_shim(lib_dir):
-    """ctypes handle of decode_shim.cu built against lib_dir/libmha_fwd.so (built once into lib_dir)."""
-    so = os.path.join(lib_dir, "decode_shim.so")
-    if not os.path.exists(so):
-        subprocess.run(["nvcc", "-std=c++17", "-O2", "-arch=native", "-shared", "-Xcompiler", "-fPIC",
-                        "-I" + os.path.join(ROOT, "include"), os.path.join(ROOT, "scripts", "decode_shim.cu"),
-                        "-L" + lib_dir, "-lmha_fwd", "-Xlinker", "-rpath," + os.path.abspath(lib_dir), "-o", so],
-                       check=True)
-    lib = ctypes.CDLL(so)
-    lib.decode_step.restype = ctypes.c_float
-    return lib
+from decode_bench import L2Sweep, event_time, load_shim  # noqa: E402
 
 
 def pre_sequences(lib, stream, sweep, modes):

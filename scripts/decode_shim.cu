@@ -1,7 +1,8 @@
-// A C entry point for scripts/decode_harness.py (ctypes): one dense bhsd decode step through aiter::mha_fwd_splitkv
-// on a caller's stream, so that our kernel runs inside a PyTorch process next to SDPA's (same pre-call kernels, same
-// CUPTI trace), plus the first-load probes of the harness's --probe table (below). Built by the harness: nvcc -shared
-// against the libmha_fwd.so it is pointed at.
+// C entry points for scripts/decode_harness.py and scripts/decode_bench.py (ctypes): one dense decode step through
+// aiter::mha_fwd_splitkv on a caller's stream and on the caller's tensors, so that our kernel runs inside a PyTorch
+// process next to SDPA's, on the very memory SDPA reads (same pre-call kernels, same CUPTI trace), plus the
+// first-load probes of the harness's --probe table (below). Built by the scripts: nvcc -shared against the
+// libmha_fwd.so they are pointed at.
 #include "mha_fwd.h"
 
 #include <cuda.h>
@@ -11,9 +12,10 @@
 #include <cstdint>
 #include <cstdio>
 
-// q [b, hq, 1, d], k / v [b, hk, keys, d], o like q; lse_acc / o_acc sized for 128 splits. Returns the API's value.
-extern "C" float decode_step(void* q, void* k, void* v, void* o, void* lse_acc, void* o_acc, int b, int hq, int hk,
-                             int keys, int d, int splits, void* stream)
+// bshd 0: q [b, hq, 1, d], k / v [b, hk, keys, d], o like q (contiguous); bshd 1: q [b, 1, hq, d], k / v [b, keys,
+// hk, d], o like q. lse_acc / o_acc sized for 128 splits. Returns the API's value.
+extern "C" float decode_step_layout(void* q, void* k, void* v, void* o, void* lse_acc, void* o_acc, int b, int hq,
+                                    int hk, int keys, int d, int splits, int bshd, void* stream)
 {
     constexpr int kMaxSplits = 128;
     aiter::mha_fwd_splitkv_args a{};
@@ -21,8 +23,10 @@ extern "C" float decode_step(void* q, void* k, void* v, void* o, void* lse_acc, 
     a.seqlen_q = 1, a.seqlen_k = keys, a.batch = b, a.max_seqlen_q = 1, a.hdim_q = d, a.hdim_v = d;
     a.nhead_q = hq, a.nhead_k = hk, a.num_splits = splits;
     a.scale_s = 1.f / std::sqrt(float(d)), a.scale_p = a.scale_o = 1.f;
-    a.stride_q = a.stride_k = a.stride_v = a.stride_o = d;
-    a.nhead_stride_q = a.nhead_stride_o = d, a.nhead_stride_k = a.nhead_stride_v = keys * d;
+    // one query row: its row stride never matters; bshd K / V rows are hk heads apart
+    a.stride_q = a.stride_o = bshd ? hq * d : d;
+    a.stride_k = a.stride_v = bshd ? hk * d : d;
+    a.nhead_stride_q = a.nhead_stride_o = d, a.nhead_stride_k = a.nhead_stride_v = bshd ? d : keys * d;
     a.batch_stride_q = a.batch_stride_o = hq * d, a.batch_stride_k = a.batch_stride_v = hk * keys * d;
     a.stride_o_acc = d, a.split_stride_lse_acc = 1, a.nhead_stride_lse_acc = kMaxSplits;
     a.batch_stride_lse_acc = hq * kMaxSplits, a.split_stride_o_acc = d, a.nhead_stride_o_acc = kMaxSplits * d;
@@ -34,6 +38,13 @@ extern "C" float decode_step(void* q, void* k, void* v, void* o, void* lse_acc, 
     if (r < 0)
         std::fprintf(stderr, "decode_step: %s\n", aiter::mha_get_last_error());
     return r;
+}
+
+// The bhsd step (decode_harness.py).
+extern "C" float decode_step(void* q, void* k, void* v, void* o, void* lse_acc, void* o_acc, int b, int hq, int hk,
+                             int keys, int d, int splits, void* stream)
+{
+    return decode_step_layout(q, k, v, o, lse_acc, o_acc, b, hq, hk, keys, d, splits, 0, stream);
 }
 
 extern "C" int decode_splits(int b, int hq, int hk, int keys)

@@ -54,7 +54,7 @@ fi
 if has decode; then
   echo "== decode benchmark (ours vs PyTorch SDPA, same call)"
   for layout in bhsd bshd; do # SDPA's contiguous (b, h, s, d) tensors, then the (b, s, h, d) memory of both sides
-    timeout 200 python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd --layout $layout 2>&1 |
+    timeout 290 python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd --layout $layout 2>&1 |
       grep -v -E "Warning|t = event" | tee -a "$OUT/decode.log"
   done
 fi

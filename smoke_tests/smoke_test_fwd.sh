@@ -207,6 +207,16 @@ gen_splitkv() {
     echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=2 -s_k=1500 -num_splits=0 -mask=b -lse=1 $t"
     echo "-prec=$prec -b=4 -h=8 -h_k=8 -s=1 -s_k=2048 -num_splits=4 -lse=1 $t"
     echo "-prec=$prec -b=6 -h=32 -h_k=8 -s=1 -s_k=4096 -num_splits=3 -iperm=0 -operm=0 -lse=1 $t"
+    # the same from one-warp split CTAs (grid splits: merged in the grid, in a cluster, or one split): a partial
+    # block first in the last split only, splits without a key block, one KV head, one split over full blocks
+    echo "-prec=$prec -b=1 -h=32 -h_k=8 -s=1 -s_k=8000 -num_splits=64 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=100 -num_splits=8 -iperm=0 -operm=0 -lse=1 $t"
+    echo "-prec=$prec -b=1 -h=32 -h_k=1 -s=1 -s_k=5000 -num_splits=20 -lse=1 $t"
+    echo "-prec=$prec -b=40 -h=32 -h_k=8 -s=1 -s_k=3328 -num_splits=1 -lse=1 $t"
+    # and from paged caches (block tables, per-batch key counts): grid splits, warp splits, pages past a block
+    echo "-prec=$prec -b=1 -h=32 -h_k=8 -s=1 -s_k=4096 -num_splits=0 -page_block_size=16 -lse=1 $t"
+    echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=1 -s_k=2048 -num_splits=0 -page_block_size=64 -iperm=0 -operm=0 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=4096 -num_splits=100 -page_block_size=256 -lse=1 $t"
     # pages that are not a multiple of the decode tile's 32-key blocks: 8-row and one-row tensor-copy boxes on sm_90
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=1000 -num_splits=3 -page_block_size=24 -lse=1 $t"
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=333 -num_splits=2 -page_block_size=7 -lse=1 $t"

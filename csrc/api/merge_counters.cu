@@ -1,12 +1,13 @@
 // The counters behind SplitParams::merge_counters. A split-KV call whose tiles merge inside the split grid counts its
-// CTAs in and out on one counter per tile, and the last CTA out sets it back to 0 (splitkv_combine.cuh), so a counter
-// is 0 whenever no call is using it. They are a __device__ array, zero from the module's load: no allocation and no
-// memset, nothing that a CUDA graph capture forbids. Calls that may run at the same time must not share counters.
-// Each (device, o_acc address, stream) gets a slot of its own for as long as the module stays loaded, i.e. until a
-// cudaDeviceReset (a captured graph keeps its slot's address): calls on one stream run one after the other, and calls in flight on different streams share
-// a slot only if they also share o_acc, which a caller cannot do anyway (the partials would collide); keying by the
-// stream too keeps such a mistake from leaving a counter off for later calls. When the slots run out, calls on new
-// (address, stream) pairs take the combine kernel, which needs no counters.
+// CTAs in on one counter per tile, and the last CTA in sets the count back to 0 and advances the counter's generation
+// (splitkv_combine.cuh), so a counter's count is 0 whenever no call is using it. They are a __device__ array, zero from
+// the module's load: no allocation and no memset, nothing that a CUDA graph capture forbids. Calls that may run at the
+// same time must not share counters. Each (device, o_acc address, stream) gets a slot of its own for as long as the
+// module stays loaded, i.e. until a cudaDeviceReset (a captured graph keeps its slot's address): calls on one stream
+// run one after the other, and calls in flight on different streams share a slot only if they also share o_acc, which a
+// caller cannot do anyway (the partials would collide); keying by the stream too keeps such a mistake from leaving a
+// counter off for later calls. When the slots run out, calls on new (address, stream) pairs take the combine kernel,
+// which needs no counters.
 
 #include "merge_counters.h"
 

@@ -582,10 +582,14 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 // +0.3%.
 // - kRingEarly on every GPU: a warp's first block leaves at kernel entry where the launcher finds it follows from
 //   the kernel parameters alone (fwd_launch.cuh, early_first_block_ok: dense batch-mode caches without per-batch key
-//   counts, warp splits), instead of after the ~1.4 us setup. Per-CTA stamps, H100 b=16 1k: first copies 1.57 ->
-//   0.67 us after the CTA start, first block landed 4.99 -> 4.26, last CTA end 24.86 -> 24.10. Same call, KV GB/s,
-//   two passes: b=16 1k 2272-2290 -> 2346-2357 (+3%), 2k +1.5%, 8k +0.5%, b=8 4k +1%, b=12 / b=20 8k, 32k and
-//   b=1 8k (64 splits: not warp splits) even.
+//   counts), instead of after the ~1.4 us setup. Per-CTA stamps, H100 b=16 1k: first copies 1.57 -> 0.67 us after
+//   the CTA start, first block landed 4.99 -> 4.26, last CTA end 24.86 -> 24.10. Same call, KV GB/s, two passes:
+//   warp splits b=16 1k 2272-2290 -> 2346-2357 (+3%), 2k +1.5%, 8k +0.5%, b=8 4k +1%, b=12 / b=20 8k, 32k even;
+//   grid splits (one-warp CTAs, twentieth session) b=1 1k 335-339 -> 351-352 (+4%), 8k 1545-1550 -> 1579-1581
+//   (+2%), 32k 2461-2472 -> 2488-2491 (+1%), 128k +0.2%, b=2 8k 2038-2040 -> 2079-2092 (+2-2.6%), b=4 4k 2021-2040
+//   -> 2042-2070; one split (b=32 2k, b=64 1k / 8k) even. Paged caches (block tables, pages of 2^k keys) and
+//   per-batch key counts too (kRingEarlyTables: the count and the page ids loaded at entry): page 16, b=1 1k
+//   322-325 -> 345-346 (+7%), 8k +0.8%, b=16 1k +0.5%; page 128 b=1 1k +3.5%, 8k +1.5%.
 // MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
 
 int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v)

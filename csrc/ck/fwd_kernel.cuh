@@ -48,42 +48,81 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     MHA_STAMP(kStampStart);
     MHA_STAMP(kStampParam, p.seqlen_k);
 #if MHA_DECODE_TMA
-    // kRingEarly (kDecodeT, warp splits; the launcher kept it only for calls whose first blocks follow from the
-    // kernel parameters alone: fwd_launch.cuh): each warp's first key block leaves now, before the setup below (which
-    // takes ~1.4 us of dependent parameter and instruction fetches on an H100), into ring stage 0. The setup then
-    // computes the same block as its first (n_first) and skips that copy.
+    // kRingEarly (kDecodeT; the launcher keeps it only for calls whose first blocks follow from the kernel
+    // parameters and at most two dependent loads: fwd_launch.cuh): each warp's first key block leaves now, before
+    // the setup below (which takes ~1.4 us of dependent parameter and instruction fetches on an H100), into ring
+    // stage 0. The setup then computes the same block as its first (n_first) and skips that copy. The split is this
+    // warp (warp splits) or this CTA's (grid splits: z = batch * num_splits + split), its range the setup's: per =
+    // ceil(blocks / splits) blocks each. A batch's key count comes from the cache's per-batch counts when the call
+    // has them, and a paged cache's pages from its block table (one load per box, as the setup's fetch_page).
     DecodeRing<Kt::kKvStages> ring;
     bool early = false;
     if constexpr (kDecodeT && !MHA_DECODE_CLAIM)
         if (p.split.ring_flags & kRingEarly)
         {
-            const int nblocks = (p.seqlen_k + kBlockN - 1) / kBlockN, warps = int(blockDim.x / 32);
-            int n0 = nblocks - 1 - warp, lo = 0; // interleaved: warp w's first block
-            if (!(p.split.ring_flags & kRingInterleave))
-            {
-                const int per = p.split.splits_div.div(nblocks + warps - 1);
-                lo = warp * per, n0 = min(lo + per, nblocks) - 1;
-            }
-            // a partial first block (rows past seqlen_k) takes the setup's row-by-row copy
-            early = n0 >= lo && (n0 + 1) * kBlockN <= p.seqlen_k && smem_addr(smem_raw) % 1024 == 0;
-            if (early)
-            {
-                ring.init(smem_raw + Kt::kSmemBarOffset, int(threadIdx.x % 32));
-                constexpr int kStageBytes = kBlockN * (kHeadDim + kHeadDimV) * int(sizeof(Element));
-                ring.arm(0, uint32_t(kStageBytes), int(threadIdx.x % 32));
-                if (threadIdx.x % 32 == 0) // one box of kBlockN rows per atom column (tma_box_rows == kBlockN)
+            const bool warp_split = p.split.warp_splits > 1;
+            const int batch = warp_split ? int(blockIdx.z) : p.split.splits_div.div(int(blockIdx.z));
+            const int split = warp_split ? warp : int(blockIdx.z) - batch * p.split.num_splits;
+            // its first block n0 (at least lo) when the batch holds `keys` keys; a partial block (rows past the key
+            // count) takes the setup's row-by-row copy
+            auto first_block = [&](int keys, int& n0) {
+                const int nblocks = (keys + kBlockN - 1) / kBlockN;
+                int lo = 0;
+                n0 = nblocks - 1 - warp; // interleaved warp splits: warp w's first block
+                if (!warp_split || !(p.split.ring_flags & kRingInterleave))
                 {
-                    Element* const k_dst = reinterpret_cast<Element*>(smem_raw) + Kt::kSmemQOElems;
-                    Element* const v_dst = k_dst + Kt::kSmemKElems;
-                    const int row = n0 * kBlockN, head = int(blockIdx.y), batch = int(blockIdx.z);
+                    const int per = p.split.splits_div.div(nblocks + p.split.num_splits - 1);
+                    lo = split * per, n0 = min(lo + per, nblocks) - 1;
+                }
+                return n0 >= lo && (n0 + 1) * kBlockN <= keys && smem_addr(smem_raw) % 1024 == 0;
+            };
+            // stage 0's barrier armed for the whole block, then this lane's box (if it has one) into block row
+            // `first`, from key row `row` of `outer` (the batch, or a page)
+            auto first_copies = [&](int row, int outer, int first, bool has_box) {
+                const int lane = int(threadIdx.x % 32);
+                ring.init(smem_raw + Kt::kSmemBarOffset, lane);
+                constexpr int kStageBytes = kBlockN * (kHeadDim + kHeadDimV) * int(sizeof(Element));
+                ring.arm(0, uint32_t(kStageBytes), lane);
+                if (has_box)
+                {
+                    Element* const k_dst = reinterpret_cast<Element*>(smem_raw) + Kt::kSmemQOElems + first * Kt::kAtomQ;
+                    Element* const v_dst = reinterpret_cast<Element*>(smem_raw) + Kt::kSmemQOElems +
+                                           Kt::kSmemKElems + first * Kt::kAtomV;
+                    const int head = int(blockIdx.y);
                     CUTE_UNROLL
                     for (int c = 0; c < kHeadDim / Kt::kAtomQ; ++c)
-                        ring.load(k_dst + c * kBlockN * Kt::kAtomQ, p.kv.tma_k, c * Kt::kAtomQ, row, head, batch, 0);
+                        ring.load(k_dst + c * kBlockN * Kt::kAtomQ, p.kv.tma_k, c * Kt::kAtomQ, row, head, outer, 0);
                     CUTE_UNROLL
                     for (int c = 0; c < kHeadDimV / Kt::kAtomV; ++c)
-                        ring.load(v_dst + c * kBlockN * Kt::kAtomV, p.kv.tma_v, c * Kt::kAtomV, row, head, batch, 0);
+                        ring.load(v_dst + c * kBlockN * Kt::kAtomV, p.kv.tma_v, c * Kt::kAtomV, row, head, outer, 0);
                 }
                 MHA_STAMP(kStampEarly);
+            };
+            int n0 = 0;
+            if (__builtin_expect(!(p.split.ring_flags & kRingEarlyTables), 1))
+            {
+                // dense, seqlen_k keys in every batch: one box of kBlockN rows per atom column, from lane 0
+                early = first_block(p.seqlen_k, n0);
+                if (early)
+                    first_copies(n0 * kBlockN, batch, 0, threadIdx.x % 32 == 0);
+            }
+            else
+            {
+                // the batch's own key count, and a paged cache's pages of 2^k keys from its block table: boxes of
+                // tma_box_rows rows (all of a block, or as much as stays inside one page), one per lane
+                early = first_block(p.kv.seqlen_k != nullptr ? p.kv.seqlen_k[batch] : p.seqlen_k, n0);
+                if (early)
+                {
+                    const int first = int(threadIdx.x % 32) * p.kv.tma_box_rows, ps = p.kv.page_size;
+                    int row = n0 * kBlockN + first, outer = batch;
+                    if (ps > 0 && first < kBlockN)
+                    {
+                        const int32_t* pages = p.kv.block_table + int64_t(batch) * p.kv.block_table_batch_stride;
+                        outer = pages[row >> (__ffs(ps) - 1)];
+                        row &= ps - 1;
+                    }
+                    first_copies(row, outer, first, first < kBlockN);
+                }
             }
         }
 #endif
@@ -341,11 +380,11 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             }
             else
             {
+                int st = 0;
+                if (early) // stage 0 holds n_first already
+                    n_issue = next_block(n_issue), st = 1;
                 if (page_size > 0)
                     fetch_page(n_issue);
-                int st = 0;
-                if (early) // stage 0 holds n_first already (a dense cache: no page to fetch)
-                    n_issue = next_block(n_issue), st = 1;
                 for (; st < Kt::kKvStages - 1; ++st)
                     issue_next(st);
             }

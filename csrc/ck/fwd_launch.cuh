@@ -63,20 +63,24 @@ cudaError_t finish_split(const FwdParams& p, cudaStream_t stream, bool dependent
                        combine_threads(p.hdim_v, p.split.num_splits), 0, stream, p, dependent);
 }
 
-// kRingEarly (fwd_params.h): a decode warp may issue its first block at kernel entry only where that block follows
-// from the kernel parameters alone: a dense cache in batch mode read through full-block boxes, the key count from
-// seqlen_k (no per-batch counts, no cache_batch_idx), every tile row present, the KV head from blockIdx.y, and a
-// mask (if any) that hides no key of the cache from the tile.
+// kRingEarly (fwd_params.h): a decode warp (a warp split or a one-warp split CTA) may issue its first block at
+// kernel entry only where that block follows from the kernel parameters and the cache's own tables: a batch-mode
+// cache, dense (no cache_batch_idx) or paged through a block table (not page_indptr) with pages of 2^k keys, the key
+// count from seqlen_k or the per-batch counts, every tile row present, the KV head from blockIdx.y, and no mask at
+// all where the counts are per batch (else a mask whose range over the tile rows is [0, seqlen_k): it hides no key).
 template <typename Kt>
-bool early_first_block_ok(const FwdParams& p, int box_rows)
+bool early_first_block_ok(const FwdParams& p)
 {
     const KvCacheParams& kv = p.kv;
-    if (box_rows != Kt::kBlockN || kv.page_size > 0 || kv.page_indptr != nullptr || kv.cache_batch_idx != nullptr ||
-        kv.seqlen_k != nullptr || p.seq.is_group || p.seq.cu_seqlen_q != nullptr || p.seq.cu_seqlen_k != nullptr)
+    if (kv.page_indptr != nullptr || kv.cache_batch_idx != nullptr || p.seq.is_group ||
+        p.seq.cu_seqlen_q != nullptr || p.seq.cu_seqlen_k != nullptr ||
+        (kv.page_size > 0 && (kv.block_table == nullptr || (kv.page_size & (kv.page_size - 1)) != 0)))
         return false;
     if (p.seqlen_q < 1 || p.seqlen_k < 1 || p.max_seqlen_q != p.seqlen_q ||
         !(p.split.pack_ratio > 1 || p.head_ratio == 1))
         return false;
+    if (kv.seqlen_k != nullptr)
+        return p.mask.is_none();
     const MaskRange r = WindowMask::make(p.mask, p.seqlen_q, p.seqlen_k).range(0, p.seqlen_q);
     return r.n_begin == 0 && r.n_end >= p.seqlen_k;
 }
@@ -106,7 +110,7 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
         if (cc >= 90)
         {
             FwdParams q = p;
-            q.split.ring_flags &= ~kRingEarly; // kept below for warp splits only
+            q.split.ring_flags &= ~(kRingEarly | kRingEarlyTables); // kept below for the transposed step only
             int box_rows = Kt::kBlockN; // a paged box stays inside one page
             while (q.kv.page_size > 0 && q.kv.page_size % box_rows != 0)
                 box_rows /= 2;
@@ -120,6 +124,8 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                     !(Kt::kDropout && p.drop.enabled))
                 {
                     ring_kernel = &fwd_kernel<Kt, true>;
+                    if (early_first_block_ok<Kt>(p) && (p.split.ring_flags & kRingEarly))
+                        q.split.ring_flags |= kRingEarly | (p.kv.page_size > 0 || p.kv.seqlen_k ? kRingEarlyTables : 0);
                     // 2 to kWarpMergeMaxSplits splits whose warps' shared memory fits one CTA: one CTA per tile,
                     // a warp per split, merged in its shared memory (fwd_params.h). More than an sm_90 CTA's 227 KB
                     // is not tried; a GPU with less room refuses the attribute: the cluster below.
@@ -131,8 +137,6 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                         if (err == cudaSuccess)
                         {
                             q.split.warp_splits = n;
-                            if (early_first_block_ok<Kt>(p, box_rows))
-                                q.split.ring_flags |= p.split.ring_flags & kRingEarly;
                             err = launch_grid(ring_kernel, dim3(grid.x, grid.y, p.batch), 32 * n, warp_smem, stream,
                                               q, false);
                             MHA_PRINT_STAMPS(grid, n); // a slot per warp: as many as one-warp CTAs

@@ -77,10 +77,14 @@ __device__ __forceinline__ float merge_weight(float lse_s, float lse_keys)
 
 // ---- The merge inside the split grid (decode tile, sm_90; fwd_launch.cuh launches the split grid cooperatively, so
 // every CTA of it is resident at once) ----
-// Each split CTA writes its partial, counts itself in on the tile's counter, waits until the tile's num_splits CTAs
-// are in, merges its share of the tile's (row, 4-column) chunks (chunks split, split + n, split + 2n, ...), and
-// counts itself out; the last one out re-arms the counter (0) for the next call on the same partials. The counters
-// are the library's (fwd_params.h: SplitParams::merge_counters), zero from the module's load.
+// Each split CTA writes its partial, counts itself in on the tile's counter (its low 16 bits), waits until the tile's
+// num_splits CTAs are in, and merges its share of the tile's (row, 4-column) chunks (chunks split, split + n, split +
+// 2n, ...). The counter's high 16 bits are a generation: the CTA that counts itself in last sets the count back to 0
+// and advances the generation in one release add, and the others wait for the generation they counted themselves in
+// under to pass, so no CTA counts itself out (that returning atomic held every CTA's exit; H100, same call, KV GB/s,
+// three passes: b=1 1k 349-350 -> 353-354, 2k 625-630 -> 632-640, 8k 1573-1588 -> 1585, 32k / 128k and b=2 / b=4 even;
+// twentieth session). The counters are the library's (fwd_params.h: SplitParams::merge_counters), zero from the
+// module's load; between calls their counts are 0.
 
 struct MergeRow
 {
@@ -97,6 +101,14 @@ __device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* ptr)
     return v;
 }
 
+// old value; release (this thread's and, after a __syncwarp, its warp's earlier stores) and acquire
+__device__ __forceinline__ unsigned fetch_add_acq_rel_gpu(unsigned* ptr, unsigned v)
+{
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(ptr), "r"(v) : "memory");
+    return old;
+}
+
 // One warp merges chunks of the tile, kW at a time: lanes w * kG + g, g < kG, add up the splits g, g + kG, g + 2kG,
 // g + 3kG of chunk w (kG: the fewest lanes for which four splits per lane cover them all), every partial and LSE
 // loaded in one round trip, then meet in shuffles. A decode tile (4 rows of 32 chunks at d128) over 64 splits gives
@@ -109,8 +121,6 @@ __device__ __forceinline__ void merge_chunks(const SplitParams& sp, const float*
     constexpr int kW = 32 / kG, kSlots = 4;
     const int lane = threadIdx.x % 32, g = lane % kG, w = lane / kG;
     const int n = sp.num_splits, chunks = hdim_v / 4, total = rows * chunks;
-    if (split >= total)
-        wait(); // no chunk here, but a CTA counts itself out only once every split is in
     for (int j0 = 0; split + n * j0 < total; j0 += kW) // warp-uniform
     {
         const int it = split + n * (j0 + w);
@@ -178,13 +188,20 @@ __device__ void merge_splits_in_grid(const SplitParams& sp, unsigned* counter, c
                                      const float* lse_acc, const float* sink, int hdim_v, int split, int rows,
                                      RowOf row_of)
 {
+    static_assert(kMaxSplits < 0x10000, "the count takes the counter's low 16 bits");
     const unsigned n = unsigned(sp.num_splits);
     __syncwarp(); // every lane's partial stores, ordered before lane 0's release below
+    unsigned gen = 0, last = 0;
     if (threadIdx.x == 0)
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    {
+        const unsigned old = fetch_add_acq_rel_gpu(counter, 1u);
+        gen = old >> 16, last = (old & 0xffffu) == n - 1;
+        if (last) // every partial is in (acquired above): count 0, next generation (16 bits: it wraps, != below)
+            asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(counter), "r"(0x10000u - n) : "memory");
+    }
     auto wait = [&] {
-        if (threadIdx.x == 0)
-            while (load_acquire_gpu(counter) < n)
+        if (threadIdx.x == 0 && !last)
+            while (load_acquire_gpu(counter) >> 16 == gen)
                 ;
         __syncwarp();
     };
@@ -196,9 +213,6 @@ __device__ void merge_splits_in_grid(const SplitParams& sp, unsigned* counter, c
         merge_chunks<Element, 8>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
     else
         merge_chunks<Element, 4>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
-    __syncwarp();
-    if (threadIdx.x == 0 && atomicAdd(counter, 1u) == 2 * n - 1) // every CTA of the tile is past its wait
-        atomicExch(counter, 0u);
 }
 
 template <typename Element>

@@ -177,8 +177,10 @@ constexpr int kDecodeSmemBudgetDefault = 37888;
 // stage has landed (fewer bytes queued per warp). kRingInterleave: the warp splits of one CTA take the tile's key
 // blocks in turn (warp w: blocks w, w + W, ...) instead of W contiguous ranges. kRingEarly: each warp issues its first
 // block's copies at kernel entry, before the setup (the host allows it; the launcher keeps it only for calls whose
-// first blocks follow from the kernel parameters alone: fwd_launch.cuh, early_first_block_ok).
-constexpr int32_t kRingLateRefill = 1, kRingInterleave = 2, kRingEarly = 4;
+// first blocks follow from the kernel parameters alone: fwd_launch.cuh, early_first_block_ok). kRingEarlyTables (set
+// by the launcher with kRingEarly): those first blocks need the cache's per-batch key counts or block table, loaded
+// at entry too (a dense call without them reads no further parameter: b=16 1k lost 2-3% when it did).
+constexpr int32_t kRingLateRefill = 1, kRingInterleave = 2, kRingEarly = 4, kRingEarlyTables = 8;
 
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
 // and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them (with cluster_merge,
