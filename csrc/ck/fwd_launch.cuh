@@ -125,7 +125,10 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 {
                     ring_kernel = &fwd_kernel<Kt, true>;
                     if (early_first_block_ok<Kt>(p) && (p.split.ring_flags & kRingEarly))
-                        q.split.ring_flags |= kRingEarly | (p.kv.page_size > 0 || p.kv.seqlen_k ? kRingEarlyTables : 0);
+                    {
+                        const bool tables = p.kv.page_size > 0 || p.kv.seqlen_k != nullptr; // loaded at entry too
+                        q.split.ring_flags |= kRingEarly | (tables ? kRingEarlyTables : 0);
+                    }
                     // 2 to kWarpMergeMaxSplits splits whose warps' shared memory fits one CTA: one CTA per tile,
                     // a warp per split, merged in its shared memory (fwd_params.h). More than an sm_90 CTA's 227 KB
                     // is not tried; a GPU with less room refuses the attribute: the cluster below.
