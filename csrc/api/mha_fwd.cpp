@@ -590,6 +590,11 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 //   -> 2042-2070; one split (b=32 2k, b=64 1k / 8k) even. Paged caches (block tables, pages of 2^k keys) and
 //   per-batch key counts too (kRingEarlyTables: the count and the page ids loaded at entry): page 16, b=1 1k
 //   322-325 -> 345-346 (+7%), 8k +0.8%, b=16 1k +0.5%; page 128 b=1 1k +3.5%, 8k +1.5%.
+// - kRingL2Promo256 at head dim 128: the K / V copies' L2 fills promoted to 256 bytes (the two 128-byte halves of a
+//   d128 row), against 128 (twenty-first session, H100, same call, three passes, KV GB/s): b=16 32k 3108-3112 ->
+//   3131-3135, 128k 3116-3122 -> 3132-3135, b=64 32k 3073-3080 -> 3089-3091, 8k 3051-3054 -> 3059-3063, 1k +0.3-0.6%;
+//   b=16 1k / 8k, b=1 8k-128k and page 16 even to +1%. (The twelfth session's H100: b=1 128k +1%; H200 above 4000
+//   GB/s: -11% at b=64 32k, decode_ring.cuh.)
 // MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
 
 int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v)
@@ -599,12 +604,12 @@ int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int 
         return e && *e ? std::atoi(e) : -1;
     }();
     if (forced >= 0)
-        return forced & (kRingLateRefill | kRingInterleave | kRingEarly);
+        return forced & (kRingLateRefill | kRingInterleave | kRingEarly | kRingL2Promo256);
     if (rows > 8 || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
         return kRingEarly;
     if (const double gbps = sm90_dram_peak_gbps(); !(gbps > 0.0 && gbps < kLeanDecodeMaxGbps))
         return kRingEarly;
-    int32_t flags = kRingEarly | (paged ? 0 : kRingInterleave);
+    int32_t flags = kRingEarly | (paged ? 0 : kRingInterleave) | (hdim_q == 128 ? kRingL2Promo256 : 0);
     if (tiles * splits >= int64_t(kLateRefillWarpsPerSm) * sm_count())
         flags |= kRingLateRefill;
     return flags;

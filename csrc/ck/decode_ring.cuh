@@ -185,13 +185,15 @@ inline bool encode_decode_maps(FwdParams& p, int box_rows, int atom_q, int atom_
         return false;
     constexpr cuuint64_t kOpen = (1ull << 31) - 1; // extent of a dimension whose size the call does not give
     // L2 fetches of 128 bytes, the size of a box row: 256-byte promotion saturated the L2 at 87% of DRAM
-    // bandwidth (H200, b=64, 32k keys: 4.11 TB/s against 4.62 with 128 bytes or none).
-    // On H100 256-byte promotion gained 0.3-1.1% (b=1 128k 2858 -> 2889 GB/s) and none was within 1% (twelfth
-    // session, README); -DMHA_DECODE_L2PROMO=<CUtensorMapL2promotion value> builds another for such A/Bs.
+    // bandwidth (H200, b=64, 32k keys: 4.11 TB/s against 4.62 with 128 bytes or none). On H100 it reads faster
+    // (kRingL2Promo256, the host's choice: mha_fwd.cpp, ring_flags_for has the measurements).
+    // -DMHA_DECODE_L2PROMO=<CUtensorMapL2promotion value> builds one promotion for every call (A/Bs).
 #ifdef MHA_DECODE_L2PROMO
-    constexpr CUtensorMapL2promotion kL2Promotion = CUtensorMapL2promotion(MHA_DECODE_L2PROMO);
+    const CUtensorMapL2promotion l2_promotion = CUtensorMapL2promotion(MHA_DECODE_L2PROMO);
 #else
-    constexpr CUtensorMapL2promotion kL2Promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    const CUtensorMapL2promotion l2_promotion = p.split.ring_flags & kRingL2Promo256
+                                                    ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                                    : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
 #endif
     const bool paged = p.kv.page_size > 0, group = p.seq.is_group;
     auto one = [&](TmaDesc& out, const void* base, int hdim, int atom, int rows, int64_t row_stride,
@@ -220,7 +222,7 @@ inline bool encode_decode_maps(FwdParams& p, int box_rows, int atom_q, int atom_
         const CUtensorMapSwizzle swizzle = atom * eb == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
         return encode(reinterpret_cast<CUtensorMap*>(&out), CU_TENSOR_MAP_DATA_TYPE_UINT16, 4,
                       const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                      kL2Promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                      l2_promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
     };
     const int64_t k_outer = paged ? p.k_batch_stride : group ? p.k_row_stride : p.k_batch_stride;
     const int64_t v_outer = paged ? p.v_batch_stride : group ? p.v_row_stride : p.v_batch_stride;

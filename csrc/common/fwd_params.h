@@ -180,7 +180,10 @@ constexpr int kDecodeSmemBudgetDefault = 37888;
 // first blocks follow from the kernel parameters alone: fwd_launch.cuh, early_first_block_ok). kRingEarlyTables (set
 // by the launcher with kRingEarly): those first blocks need the cache's per-batch key counts or block table, loaded
 // at entry too (a dense call without them reads no further parameter: b=16 1k lost 2-3% when it did).
+// kRingL2Promo256 (host side only: decode_ring.cuh, encode_decode_maps): the K / V tensor maps promote L2 fills to
+// 256 bytes instead of 128.
 constexpr int32_t kRingLateRefill = 1, kRingInterleave = 2, kRingEarly = 4, kRingEarlyTables = 8;
+constexpr int32_t kRingL2Promo256 = 16;
 
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
 // and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them (with cluster_merge,
