@@ -15,12 +15,12 @@
 namespace mha::ck {
 
 // Launches `kernel` on `stream` with optional attributes: `dependent`, a programmatic dependent of the stream's
-// previous kernel (sm_90); `cluster_z` > 1, thread-block clusters of that many consecutive CTAs along z, placed
-// with the load-balancing policy (fwd_params.h: kClusterMergeMaxSplits has the measurements); `cooperative`, every
-// CTA resident at once, or cudaErrorCooperativeLaunchTooLarge.
+// previous kernel (sm_90); `cluster` of more than one CTA, thread-block clusters of those dimensions, placed with the
+// load-balancing policy (fwd_params.h: kClusterMergeMaxSplits has the measurements); `cooperative`, every CTA
+// resident at once, or cudaErrorCooperativeLaunchTooLarge.
 template <typename Kernel>
 cudaError_t launch_grid(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t stream, const FwdParams& p,
-                        bool dependent, int cluster_z = 1, bool cooperative = false)
+                        bool dependent, dim3 cluster = dim3(1, 1, 1), bool cooperative = false)
 {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim          = grid;
@@ -33,12 +33,12 @@ cudaError_t launch_grid(Kernel kernel, dim3 grid, int threads, int smem, cudaStr
         attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attrs[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
     }
-    if (cluster_z > 1)
+    if (cluster.x * cluster.y * cluster.z > 1)
     {
         attrs[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
-        attrs[cfg.numAttrs].val.clusterDim.x = 1;
-        attrs[cfg.numAttrs].val.clusterDim.y = 1;
-        attrs[cfg.numAttrs++].val.clusterDim.z = unsigned(cluster_z);
+        attrs[cfg.numAttrs].val.clusterDim.x = cluster.x;
+        attrs[cfg.numAttrs].val.clusterDim.y = cluster.y;
+        attrs[cfg.numAttrs++].val.clusterDim.z = cluster.z;
         attrs[cfg.numAttrs].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
         attrs[cfg.numAttrs++].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicyLoadBalancing;
     }
@@ -155,17 +155,21 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 }
                 // Up to 8 splits: the splits of a tile form one cluster and merge through distributed shared
                 // memory (fwd_kernel.cuh), no combine kernel. One split over long caches: clusters of 4 tiles,
-                // only for their placement. Bounds and measurements in fwd_params.h.
+                // only for their placement, KV heads of one batch where the heads divide by 4, else batches of one
+                // KV head. Bounds and measurements in fwd_params.h.
                 const int blocks = (p.seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN; // of the longest cache
                 unsigned* const counters = q.split.merge_counters;
                 q.split.merge_counters = nullptr;
                 q.split.cluster_merge = n > 1 && n <= kClusterMergeMaxSplits;
-                const int cluster = q.split.cluster_merge ? n
-                                    : n == 1 && blocks >= kPlacementClusterMinBlocks &&
-                                              grid.z % kPlacementCluster == 0
-                                        ? kPlacementCluster
-                                        : 1;
-                if (cluster > 1)
+                dim3 cluster(1, 1, q.split.cluster_merge ? n : 1);
+                if (n == 1 && blocks >= kPlacementClusterMinBlocks)
+                {
+                    if (grid.y % kPlacementCluster == 0)
+                        cluster.y = kPlacementCluster;
+                    else if (grid.z % kPlacementCluster == 0)
+                        cluster.z = kPlacementCluster;
+                }
+                if (cluster.y * cluster.z > 1)
                 {
                     err = launch_grid(ring_kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, q, false, cluster);
                     MHA_PRINT_STAMPS(grid, n);
@@ -181,7 +185,7 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 {
                     FwdParams c = q;
                     c.split.merge_counters = counters;
-                    err = launch_grid(ring_kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, 1, true);
+                    err = launch_grid(ring_kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, dim3(1, 1, 1), true);
                     MHA_PRINT_STAMPS(grid, n);
                     if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported)
                         return err;

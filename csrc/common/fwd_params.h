@@ -140,14 +140,19 @@ constexpr int kMaxSplits = 128;
 // - 2 to kClusterMergeMaxSplits splits (the portable cluster size): the splits of a tile form one cluster and merge
 //   their partials through distributed shared memory, without the global partials and the combine kernel.
 // - One split and at least kPlacementClusterMinBlocks key blocks: clusters of kPlacementCluster tiles, for their
-//   placement alone.
+//   placement alone: KV heads of one batch (grid y) where their count divides, else batches of one KV head (grid z).
 // Same-call A/B on H200 (bf16, 32 q / 8 KV heads, d128, bhsd, us per call, before -> after):
 // - merge, b=16 (4 splits): 1k 27.4 -> 23.9, 2k 43.8 -> 40.0, 8k 134.1 -> 129.3, 32k 492.3 -> 482.1,
 //   128k 1869 -> 1859; b=8 8k (8 splits) 73.7 -> 70.0; b=32 4k 135.1 -> 130.0.
 // - The same clusters with the default placement lost at length (b=16: 8k 138.2, 32k 517.0, 128k 2025): that
 //   policy loads the SMs unevenly, and this kernel's bandwidth is shared per SM.
 // - placement, b=64 (one split): 4k 243.4 -> 241.8, 8k 482.5 -> 470.0, 32k 1871 -> 1858, 128k 7403 -> 7385;
-//   2k even (125.9), 1k 67.4 -> 68.1, hence the bound.
+//   2k even (125.9), 1k 67.4 -> 68.1, hence the bound. Along the KV heads instead of the batches (H100, same call,
+//   two passes, KV GB/s, batches -> heads -> no cluster): bshd b=64 8k 3076-3077 -> 3096-3098 -> 3074-3078, 32k
+//   3073-3074 -> 3101-3102 -> 3082-3093, 128k 3101 -> 3113-3114 -> 3090; bhsd b=64 8k 3059 -> 3059 -> 3049-3051, 32k
+//   3076-3078 -> 3072-3084 -> 3063-3065, 128k 3095 -> 3098-3099 -> 3072-3074; b=32 32k even. In bshd the heads of a
+//   batch share every key row's 2 KB, read by the cluster's CTAs at about the same time. 8 heads per cluster: b=32
+//   32k -2.5%.
 // - More splits (the b=1..4 decode steps of long caches), when the host hands out arrival counters
 //   (SplitParams::merge_counters) and the grid fits on the GPU at once: a cooperative launch, and each tile's splits
 //   merge inside the split grid (splitkv_combine.cuh: merge_splits_in_grid) instead of in the combine kernel, whose
