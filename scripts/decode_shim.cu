@@ -49,7 +49,9 @@ extern "C" float decode_step(void* q, void* k, void* v, void* o, void* lse_acc, 
 
 extern "C" int decode_splits(int b, int hq, int hk, int keys)
 {
-    return aiter::mha_fwd_splitkv_num_splits(b, hq, hk, 1, keys, 0);
+    // the nine-argument form: what a dense d128 call resolves num_splits = 0 to (the six-argument form is an upper
+    // bound for sizing partial buffers)
+    return aiter::mha_fwd_splitkv_num_splits(b, hq, hk, 1, keys, 0, 128, 128, false);
 }
 
 // A pre-call kernel for the harness's `sweep+params` sequence: one CTA that reads a 4 KB kernel-parameter block (a
