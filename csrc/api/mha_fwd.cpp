@@ -591,8 +591,8 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 //   per-batch key counts too (kRingEarlyTables: the count and the page ids loaded at entry): page 16, b=1 1k
 //   322-325 -> 345-346 (+7%), 8k +0.8%, b=16 1k +0.5%; page 128 b=1 1k +3.5%, 8k +1.5%.
 // - kRingL2Promo256 at head dim 128: the K / V copies' L2 fills promoted to 256 bytes (the two 128-byte halves of a
-//   d128 row), against 128 (twenty-first session, H100, same call, three passes, KV GB/s): b=16 32k 3108-3112 ->
-//   3131-3135, 128k 3116-3122 -> 3132-3135, b=64 32k 3073-3080 -> 3089-3091, 8k 3051-3054 -> 3059-3063, 1k +0.3-0.6%;
+//   d128 row), against 128 (twenty-first session, H100, same call, three passes, KV GB/s): b=16 32k 3104-3112 ->
+//   3130-3135, 128k 3116-3122 -> 3132-3135, b=64 32k 3073-3080 -> 3089-3091, 8k 3051-3054 -> 3059-3063, 1k +0.3-0.6%;
 //   b=16 1k / 8k, b=1 8k-128k and page 16 even to +1%. (The twelfth session's H100: b=1 128k +1%; H200 above 4000
 //   GB/s: -11% at b=64 32k, decode_ring.cuh.)
 // MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).

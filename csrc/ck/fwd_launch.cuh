@@ -185,7 +185,8 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 {
                     FwdParams c = q;
                     c.split.merge_counters = counters;
-                    err = launch_grid(ring_kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, dim3(1, 1, 1), true);
+                    err = launch_grid(ring_kernel, grid, Kt::kNThreads, Kt::kSmemBytes, stream, c, false, dim3(1, 1, 1),
+                                      true);
                     MHA_PRINT_STAMPS(grid, n);
                     if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported)
                         return err;
