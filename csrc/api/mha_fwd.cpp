@@ -566,8 +566,8 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 }
 
 // The decode ring's schedule (SplitParams::ring_flags, fwd_kernel.cuh) for a split-KV call of `tiles` tiles of
-// `rows` rows and `splits` splits, on sm_90 GPUs under kLeanDecodeMaxGbps (H100, where it was measured; other GPUs
-// keep the default schedule), for tiles of at most 8 rows at head dim 128 or 256 (d64 was mixed: b=16 1k -1.5%, 8k
+// `rows` rows and `splits` splits, on sm_90 GPUs under kLeanDecodeMaxGbps (H100, where it was measured; faster ones
+// below the list), for tiles of at most 8 rows at head dim 128 or 256 (d64 was mixed: b=16 1k -1.5%, 8k
 // +1.2%; other head dims were not measured):
 // - kRingLateRefill once the grid has kLateRefillWarpsPerSm decode warps per SM or more (one per split and tile):
 //   each warp then keeps one 32-key block queued at the DRAM instead of two while it waits, and the SMs' loops end
@@ -595,9 +595,21 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 //   3130-3135, 128k 3116-3122 -> 3132-3135, b=64 32k 3073-3080 -> 3089-3091, 8k 3051-3054 -> 3059-3063, 1k +0.3-0.6%;
 //   b=16 1k / 8k, b=1 8k-128k and page 16 even to +1%. (The twelfth session's H100: b=1 128k +1%; H200 above 4000
 //   GB/s: -11% at b=64 32k, decode_ring.cuh.)
+// GPUs at or above kLeanDecodeMaxGbps (H200) take kRingEarly and, at head dim 128, kRingInterleave where the cache
+// is dense with each head's key rows back to back (bhsd: stride_k == hdim_q, stride_v == hdim_v) and a tile has 2 to
+// 4 splits (the warps of one CTA). Without it a warp split there reads one contiguous range of the head's keys, and
+// the CTA's four streams sit 1/4 of the cache apart; in turn they read one window. Twenty-second session, H200, same
+// call, two passes, KV GB/s, default -> interleaved: bhsd b=16 1k 3031-3058 -> 3032-3054, 2k 3476-3528 ->
+// 3689-3726 (+6%), 4k 4011-4024 -> 4123-4132, 8k 4297-4307 -> 4361-4378, 16k 4483-4486 -> 4529-4532, 32k even,
+// b=20 (3 splits) 8k 3847-3873 -> 3891-3899, b=24 (2) 8k 4275-4291 -> 4370-4372, b=32 (2) 4k 4287-4293 ->
+// 4331-4342; b=12 (5 splits) 4k / 16k -0.4 to -1.8%, b=8 / b=4 / b=2 8k and b=40 2k (cluster, grid or no
+// splits) even. In bshd (key rows h_k x d apart) it lost: b=16 2k 3745-3751 -> 3628-3733, b=12 4k -2%, b=20 8k
+// -1.6%, b=16 8k even. L2 promotion to 256 bytes there: b=16 8k 4307 -> 3925-3967, 32k 4597 -> 4109-4134 (-10%);
+// late refill: b=16 2k 3429-3528 -> 3272, b=1 32k 3229-3250 -> 3079-3091.
 // MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
 
-int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v)
+int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v,
+                       bool rows_contiguous)
 {
     static const int forced = [] {
         const char* e = std::getenv("MHA_DECODE_RING");
@@ -608,7 +620,9 @@ int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int 
     if (rows > 8 || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
         return kRingEarly;
     if (const double gbps = sm90_dram_peak_gbps(); !(gbps > 0.0 && gbps < kLeanDecodeMaxGbps))
-        return kRingEarly;
+        return kRingEarly | (gbps > 0.0 && !paged && rows_contiguous && hdim_q == 128 && splits >= 2 && splits <= 4
+                                 ? kRingInterleave
+                                 : 0);
     int32_t flags = kRingEarly | (paged ? 0 : kRingInterleave) | (hdim_q == 128 ? kRingL2Promo256 : 0);
     if (tiles * splits >= int64_t(kLateRefillWarpsPerSm) * sm_count())
         flags |= kRingLateRefill;
@@ -815,7 +829,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     sp.pack_ratio = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type));
     const int64_t rows  = int64_t(max_q) * sp.pack_ratio; // a tile's rows, and the tiles of the grid
     const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
-    sp.ring_flags = ring_flags_for(tiles, splits, rows, paged, args.hdim_q, args.hdim_v);
+    sp.ring_flags = ring_flags_for(tiles, splits, rows, paged, args.hdim_q, args.hdim_v,
+                                   args.stride_k == args.hdim_q && args.stride_v == args.hdim_v);
     if (splits > 1)
     {
         sp.lse_acc = static_cast<float*>(args.lse_acc_ptr);

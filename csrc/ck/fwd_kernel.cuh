@@ -344,6 +344,7 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             ring.wait(ring_st, ring_phase);
         if (n == n_start)
             MHA_STAMP(kStampFirstBlock);
+        MHA_STAMP(kStampLast); // every block's; the last one stays
         return ring_st;
     };
     auto ring_advance = [&] {

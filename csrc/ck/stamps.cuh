@@ -43,6 +43,7 @@ enum StampPoint
     kStampParam,    // the first kernel parameter loaded
     kStampRange,    // the split's key block range known
     kStampEarly,    // kRingEarly: this warp's first block issued at kernel entry
+    kStampLast,     // the last key block waited for had landed (stamped at every block; the last one stays)
     kStampPoints
 };
 
@@ -113,7 +114,7 @@ static inline void print_stamps(dim3 grid, int splits)
         std::printf("[stamps] first CTA start %.2f us after the spin kernel's end\n", (t0 - spin) * 1e-3);
     const char* names[kStampPoints] = {"start",    "key count", "issued", "first",   "loop end",
                                        "merge",    "end",       "m:lse",  "m:stored", "q landed",
-                                       "param",    "range",     "early"};
+                                       "param",    "range",     "early",   "last"};
     for (int k = 0; k < kStampPoints; ++k)
     {
         std::vector<double> c;
@@ -123,7 +124,7 @@ static inline void print_stamps(dim3 grid, int splits)
                 c.push_back(us);
         row(names[k], c);
     }
-    std::vector<double> first_wait, loop, merge_wait;
+    std::vector<double> first_wait, loop, merge_wait, last_math, merge_run;
     std::vector<int> per_sm(1024, 0);
     for (size_t i = 0; i < n; ++i)
     {
@@ -134,11 +135,17 @@ static inline void print_stamps(dim3 grid, int splits)
             loop.push_back(c - b);
         if (at(i, kStampLoopEnd, c) && at(i, kStampMerge, d))
             merge_wait.push_back(d - c);
+        if (at(i, kStampLast, a) && at(i, kStampLoopEnd, c))
+            last_math.push_back(c - a);
+        if (at(i, kStampMerge, d) && at(i, kStampEnd, c))
+            merge_run.push_back(c - d);
         per_sm[v[i * kStampSlots + kStampPoints] % 1024]++;
     }
     row("d:first", first_wait);
     row("d:loop", loop);
     row("d:mwait", merge_wait);
+    row("d:lastblk", last_math); // last block landed -> loop end (its math)
+    row("d:merge", merge_run);   // merge start -> end
     // MHA_STAMPS_RAW=FILE: every CTA's row (CTA index, SM id, the points in ns after t0 or -1) for offline analysis
     if (const char* raw = std::getenv("MHA_STAMPS_RAW"))
         if (FILE* f = std::fopen(raw, "w"))
