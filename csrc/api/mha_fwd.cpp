@@ -606,23 +606,37 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 // splits) even. In bshd (key rows h_k x d apart) it lost: b=16 2k 3745-3751 -> 3628-3733, b=12 4k -2%, b=20 8k
 // -1.6%, b=16 8k even. L2 promotion to 256 bytes there: b=16 8k 4307 -> 3925-3967, 32k 4597 -> 4109-4134 (-10%);
 // late refill: b=16 2k 3429-3528 -> 3272, b=1 32k 3229-3250 -> 3079-3091.
+// The same there for splits that are CTAs (kRingInterleaveGrid: one-warp CTAs of a cluster or of the grid) at 32
+// splits or more, or at 8 or more with at most 32 key blocks each: the tile's splits, which run at once, then read
+// one window of it instead of ranges 1/S of the cache apart. Same method, three passes: b=1 32k (64 splits)
+// 3164-3213 -> 3288-3329 (+3.7%), 64k 3773-3794 -> 3820-3857, 128k 4088-4101 -> 4154-4155, b=2 32k 3763-3795 ->
+// 3780-3862, b=4 8k 3241-3247 -> 3288-3323, b=8 8k (8 splits, a cluster) 3915-3931 -> 4000-4018, b=3 16k 3520-3546
+// -> 3583-3602, b=6 8k, b=2 128k +0.4%, b=1 8k / 16k even. Longer ranges per split lost: b=4 32k / 128k (16
+// splits of 64 / 256 blocks) -1%, b=8 32k even; bshd b=1 32k -1.1%, b=4 8k -1.5% (128k +1%).
 // MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
 
 int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v,
-                       bool rows_contiguous)
+                       bool rows_contiguous, int64_t seqlen_k)
 {
     static const int forced = [] {
         const char* e = std::getenv("MHA_DECODE_RING");
         return e && *e ? std::atoi(e) : -1;
     }();
     if (forced >= 0)
-        return forced & (kRingLateRefill | kRingInterleave | kRingEarly | kRingL2Promo256);
+        return forced & (kRingLateRefill | kRingInterleave | kRingEarly | kRingL2Promo256 | kRingInterleaveGrid);
     if (rows > 8 || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
         return kRingEarly;
     if (const double gbps = sm90_dram_peak_gbps(); !(gbps > 0.0 && gbps < kLeanDecodeMaxGbps))
-        return kRingEarly | (gbps > 0.0 && !paged && rows_contiguous && hdim_q == 128 && splits >= 2 && splits <= 4
-                                 ? kRingInterleave
-                                 : 0);
+    {
+        if (!(gbps > 0.0) || paged || !rows_contiguous || hdim_q != 128)
+            return kRingEarly;
+        const int64_t per = ((seqlen_k + kDecodeBlockN - 1) / kDecodeBlockN + splits - 1) / splits;
+        if (splits >= 2 && splits <= 4)
+            return kRingEarly | kRingInterleave;
+        if (splits >= 32 || (splits >= 8 && per <= 32))
+            return kRingEarly | kRingInterleave | kRingInterleaveGrid;
+        return kRingEarly;
+    }
     int32_t flags = kRingEarly | (paged ? 0 : kRingInterleave) | (hdim_q == 128 ? kRingL2Promo256 : 0);
     if (tiles * splits >= int64_t(kLateRefillWarpsPerSm) * sm_count())
         flags |= kRingLateRefill;
@@ -830,7 +844,7 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     const int64_t rows  = int64_t(max_q) * sp.pack_ratio; // a tile's rows, and the tiles of the grid
     const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
     sp.ring_flags = ring_flags_for(tiles, splits, rows, paged, args.hdim_q, args.hdim_v,
-                                   args.stride_k == args.hdim_q && args.stride_v == args.hdim_v);
+                                   args.stride_k == args.hdim_q && args.stride_v == args.hdim_v, args.seqlen_k);
     if (splits > 1)
     {
         sp.lse_acc = static_cast<float*>(args.lse_acc_ptr);

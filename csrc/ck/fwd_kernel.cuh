@@ -68,8 +68,9 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             auto first_block = [&](int keys, int& n0) {
                 const int nblocks = (keys + kBlockN - 1) / kBlockN;
                 int lo = 0;
-                n0 = nblocks - 1 - warp; // interleaved warp splits: warp w's first block
-                if (!warp_split || !(p.split.ring_flags & kRingInterleave))
+                n0 = nblocks - 1 - split; // interleaved splits: split s's first block
+                const int32_t il = p.split.ring_flags & (kRingInterleave | kRingInterleaveGrid);
+                if (!(il & kRingInterleave) || (!warp_split && !(il & kRingInterleaveGrid)))
                 {
                     const int per = p.split.splits_div.div(nblocks + p.split.num_splits - 1);
                     lo = split * per, n0 = min(lo + per, nblocks) - 1;
@@ -183,10 +184,12 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     // kDecodeT with warp splits and MHA_DECODE_CLAIM (off by default: not deterministic, decode_t.cuh): the warps of
     // the CTA claim the tile's key blocks at run time instead of each taking a fixed range (decode ring below)
     const bool claim = MHA_DECODE_CLAIM && kDecodeT && p.split.warp_splits > 1;
-    // kDecodeT with warp splits and kRingInterleave (the host's choice, fwd_params.h): warp w takes blocks w, w + W,
-    // w + 2 W, ... of the tile's order (W = warp_splits) instead of a contiguous range, a fixed partition still
-    const int stride = kDecodeT && !claim && p.split.warp_splits > 1 && (p.split.ring_flags & kRingInterleave)
-                           ? p.split.warp_splits
+    // kDecodeT with warp splits and kRingInterleave (the host's choice, fwd_params.h): split s (warp s) takes blocks
+    // s, s + S, s + 2 S, ... of the tile's order (S = num_splits) instead of a contiguous range, a fixed partition
+    // still; with kRingInterleaveGrid too the splits that are CTAs do the same
+    const int stride = kDecodeT && !claim && p.split.num_splits > 1 && (p.split.ring_flags & kRingInterleave) &&
+                               (p.split.warp_splits > 1 || (p.split.ring_flags & kRingInterleaveGrid))
+                           ? p.split.num_splits
                            : 1;
     if constexpr (Kt::kSplit)
     {

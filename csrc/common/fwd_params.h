@@ -186,9 +186,10 @@ constexpr int kDecodeSmemBudgetDefault = 37888;
 // by the launcher with kRingEarly): those first blocks need the cache's per-batch key counts or block table, loaded
 // at entry too (a dense call without them reads no further parameter: b=16 1k lost 2-3% when it did).
 // kRingL2Promo256 (host side only: decode_ring.cuh, encode_decode_maps): the K / V tensor maps promote L2 fills to
-// 256 bytes instead of 128.
+// 256 bytes instead of 128. kRingInterleaveGrid (with kRingInterleave): splits that are CTAs (one-warp CTAs of a
+// cluster or of the grid) take the tile's key blocks in turn too (split s: blocks s, s + S, ...).
 constexpr int32_t kRingLateRefill = 1, kRingInterleave = 2, kRingEarly = 4, kRingEarlyTables = 8;
-constexpr int32_t kRingL2Promo256 = 16;
+constexpr int32_t kRingL2Promo256 = 16, kRingInterleaveGrid = 32;
 
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
 // and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them (with cluster_merge,
