@@ -613,6 +613,10 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 // 3780-3862, b=4 8k 3241-3247 -> 3288-3323, b=8 8k (8 splits, a cluster) 3915-3931 -> 4000-4018, b=3 16k 3520-3546
 // -> 3583-3602, b=6 8k, b=2 128k +0.4%, b=1 8k / 16k even. Longer ranges per split lost: b=4 32k / 128k (16
 // splits of 64 / 256 blocks) -1%, b=8 32k even; bshd b=1 32k -1.1%, b=4 8k -1.5% (128k +1%).
+// H100 (under kLeanDecodeMaxGbps) takes kRingInterleaveGrid under the same split rule in both layouts (forced flags,
+// same call, two passes, KV GB/s, its default -> with it): bhsd b=1 32k 2488-2489 -> 2526-2546, b=2 32k 2770-2777
+// -> 2830-2831, b=1 8k / 128k and b=4 8k even (within +-0.9%); bshd b=1 128k 2924-2928 -> 2964-2969, b=2 32k 2803
+// -> 2833, b=1 32k / b=4 8k even.
 // MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
 
 int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v,
@@ -626,18 +630,19 @@ int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int 
         return forced & (kRingLateRefill | kRingInterleave | kRingEarly | kRingL2Promo256 | kRingInterleaveGrid);
     if (rows > 8 || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
         return kRingEarly;
+    // CTA splits that read one window of the tile at a time (kRingInterleaveGrid, both GPU classes, d128 dense)
+    const int64_t per = ((seqlen_k + kDecodeBlockN - 1) / kDecodeBlockN + splits - 1) / splits;
+    const bool grid_il = !paged && hdim_q == 128 && (splits >= 32 || (splits >= 8 && per <= 32));
     if (const double gbps = sm90_dram_peak_gbps(); !(gbps > 0.0 && gbps < kLeanDecodeMaxGbps))
     {
-        if (!(gbps > 0.0) || paged || !rows_contiguous || hdim_q != 128)
+        if (!(gbps > 0.0) || !rows_contiguous || paged || hdim_q != 128)
             return kRingEarly;
-        const int64_t per = ((seqlen_k + kDecodeBlockN - 1) / kDecodeBlockN + splits - 1) / splits;
         if (splits >= 2 && splits <= 4)
             return kRingEarly | kRingInterleave;
-        if (splits >= 32 || (splits >= 8 && per <= 32))
-            return kRingEarly | kRingInterleave | kRingInterleaveGrid;
-        return kRingEarly;
+        return grid_il ? kRingEarly | kRingInterleave | kRingInterleaveGrid : kRingEarly;
     }
-    int32_t flags = kRingEarly | (paged ? 0 : kRingInterleave) | (hdim_q == 128 ? kRingL2Promo256 : 0);
+    int32_t flags = kRingEarly | (paged ? 0 : kRingInterleave) | (hdim_q == 128 ? kRingL2Promo256 : 0) |
+                    (grid_il ? kRingInterleaveGrid : 0);
     if (tiles * splits >= int64_t(kLateRefillWarpsPerSm) * sm_count())
         flags |= kRingLateRefill;
     return flags;
