@@ -1,0 +1,41 @@
+"""scripts/read_probe.cu (the pure-read probe of the decode cache's load methods): it builds with nvcc for sm_90a, and
+on an sm_90 GPU it runs and reports a positive bandwidth for each of its four methods."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT, gpu_available
+
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    if NVCC is None:
+        pytest.skip("nvcc not found: cannot build scripts/read_probe.cu")
+    exe = str(tmp_path_factory.mktemp("probe") / "read_probe")
+    r = subprocess.run([NVCC, "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-cudart", "static",
+                        "-o", exe, os.path.join(ROOT, "scripts", "read_probe.cu")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def test_read_probe_builds(probe):
+    assert os.access(probe, os.X_OK)
+
+
+def test_read_probe_reports_every_method(probe):
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(why)
+    r = subprocess.run([probe, "2048", "264"], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0 and "no kernel image" in r.stderr:
+        pytest.skip("not an sm_90 GPU: " + r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"\d+ SMs, L2 \d+ MB, driver \d+, -?\d+ clusters of 4", r.stdout), r.stdout
+    rates = dict(re.findall(r"^(\w+)\s+([\d.]+) GB/s", r.stdout, re.M))
+    assert set(rates) == {"tma_ef", "tma", "cpasync", "ldg"}, r.stdout
+    assert all(float(v) > 0 for v in rates.values()), r.stdout
