@@ -6,11 +6,13 @@
 //   tma_ef   the tensor copy engine, two 128-byte-wide boxes per block, L2 evict-first (the decode kernel's loads),
 //   tma      the same without the cache hint,
 //   cpasync  cp.async.cg 16 bytes per lane (what cuDNN's sm80 decode kernel issues),
-//   ldg      plain 16-byte streaming loads into registers (a block's 32 per lane in flight, no shared memory).
+//   ldg      plain 16-byte streaming loads into registers (a block's 32 per lane issued together, no shared memory).
 // Every method reads every byte once; the warp folds one word per lane of each landed block (ldg: all it loaded) into
-// a printed XOR (so nothing is elided). Prints GB/s (K + V bytes / kernel time between events, median of 9 after a warm-up, the L2
-// swept before each run).
-//   nvcc -std=c++17 -O3 -arch=sm_90a -o read_probe scripts/read_probe.cu -lcuda && ./read_probe [keys] [ctas]
+// a printed XOR (so nothing is elided). Prints GB/s (K + V bytes / kernel time between events, median of 9 after a
+// warm-up, the L2 swept before each run), after a line naming the GPU, its driver and how many clusters of 4 such
+// CTAs fit at once.
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -cudart static -o read_probe scripts/read_probe.cu
+//   ./read_probe [keys per region, a multiple of 32; default 16384] [CTAs; default 512]
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -46,7 +48,8 @@ __device__ __forceinline__ void bar_wait(uint32_t bar, int phase)
 {
     uint32_t done = 0;
     while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
                      : "=r"(done)
                      : "r"(bar), "r"(phase)
                      : "memory");
@@ -192,6 +195,12 @@ int main(int argc, char** argv)
 {
     const int keys = argc > 1 ? std::atoi(argv[1]) : 16384;
     const int ctas = argc > 2 ? std::atoi(argv[2]) : 512;
+    if (argc > 3 || keys < kRows || keys % kRows != 0 || ctas < 1 || int64_t(keys) * ctas > (int64_t(1) << 31))
+    {
+        std::fprintf(stderr, "usage: read_probe [keys per region: a multiple of %d] [CTAs >= 1] (keys x CTAs < 2^31)\n",
+                     kRows);
+        return 2;
+    }
     const int blocks = keys / kRows;
     const size_t bytes = size_t(ctas) * blocks * kBlockBytes; // of K, and of V
     cudaDeviceProp prop;

@@ -1,5 +1,6 @@
-"""scripts/read_probe.cu (the pure-read probe of the decode cache's load methods): it builds with nvcc for sm_90a, and
-on an sm_90 GPU it runs and reports a positive bandwidth for each of its four methods."""
+"""scripts/read_probe.cu (the pure-read probe of the decode cache's load methods): it builds with nvcc for sm_90a,
+refuses bad arguments with its usage and exit status 2, and on an sm_90 GPU reports a positive bandwidth for each of
+its four methods."""
 import os
 import re
 import shutil
@@ -23,8 +24,11 @@ def probe(tmp_path_factory):
     return exe
 
 
-def test_read_probe_builds(probe):
-    assert os.access(probe, os.X_OK)
+def test_read_probe_refuses_bad_arguments(probe):
+    # checked before any CUDA call, so this runs without a GPU too
+    for args in (["100", "5"], ["64", "0"], ["0"], ["32", "1", "extra"]):
+        r = subprocess.run([probe, *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "usage: read_probe" in r.stderr, (args, r.returncode, r.stderr)
 
 
 def test_read_probe_reports_every_method(probe):
