@@ -6,7 +6,8 @@
 //   tma_ef   the tensor copy engine, two 128-byte-wide boxes per block, L2 evict-first (the decode kernel's loads),
 //   tma      the same without the cache hint,
 //   cpasync  cp.async.cg 16 bytes per lane (what cuDNN's sm80 decode kernel issues),
-//   ldg      plain 16-byte streaming loads into registers (a block's 32 per lane issued together, no shared memory).
+//   ldg      plain 16-byte streaming loads into registers (32 per lane per block; ptxas keeps 64 registers, so not
+//            all in flight at once), no shared memory.
 // Every method reads every byte once; the warp folds one word per lane of each landed block (ldg: all it loaded) into
 // a printed XOR (so nothing is elided). Prints GB/s (K + V bytes / kernel time between events, median of 9 after a
 // warm-up, the L2 swept before each run), after a line naming the GPU, its driver and how many clusters of 4 such
