@@ -1,19 +1,27 @@
 // How fast can each load method stream a decode-sized K / V cache on this GPU? A pure-read probe (no attention math)
-// for telling an access-method ceiling from the decode kernel's own costs: the same grid as a one-split decode call
-// (b=64, 8 KV heads: 512 one-warp CTAs, each reading its own K and V regions of `keys` rows of 256 bytes, 32 rows at a
-// time through a two-stage shared-memory ring, as csrc/ck/fwd_kernel.cuh's decode step does), with the blocks brought
-// in by
-//   tma_ef   the tensor copy engine, two 128-byte-wide boxes per block, L2 evict-first (the decode kernel's loads),
-//   tma      the same without the cache hint,
-//   cpasync  cp.async.cg 16 bytes per lane (what cuDNN's sm80 decode kernel issues),
-//   ldg      plain 16-byte streaming loads into registers (32 per lane per block; ptxas keeps 64 registers, so not
-//            all in flight at once), no shared memory.
+// for telling an access-method ceiling from the decode kernel's own costs: decode-shaped streams (each warp reads its
+// own K and V regions of `keys` rows of 256 bytes, 32 rows at a time through a two-stage shared-memory ring of its
+// own, as csrc/ck/fwd_kernel.cuh's decode step does), one warp per CTA (a one-split call's grid: b=64, 8 KV heads =
+// 512 regions) or several (a warp-split call's: b=16, 4 splits = 128 CTAs of 4 warps), the blocks brought in by
+//   tma_ef        the tensor copy engine, two 128-byte-wide boxes per block, L2 evict-first (the decode kernel's),
+//   tma           the same without the cache hint,
+//   tma_row       one 3-d box per block and tensor (64 columns x 2 halves x 32 rows): the block's 8 KB in address
+//                 order, evict-first,
+//   cpasync       cp.async.cg 16 bytes per lane, each warp instruction 512 consecutive bytes,
+//   cpasync_half  the same copies in the order of tma_ef's two boxes (bytes 0-127 of every row, then 128-255),
+//   ldg           plain 16-byte streaming loads into registers (32 per lane per block; ptxas keeps 64 registers, so
+//                 not all in flight at once), no shared memory.
 // Every method reads every byte once; the warp folds one word per lane of each landed block (ldg: all it loaded) into
-// a printed XOR (so nothing is elided). Prints GB/s (K + V bytes / kernel time between events, median of 9 after a
-// warm-up, the L2 swept before each run), after a line naming the GPU, its driver and how many clusters of 4 such
-// CTAs fit at once.
+// a printed XOR (so nothing is elided; the ring methods fold the same words). Prints GB/s (K + V bytes / kernel time
+// between events, median of 9 after a warm-up, the L2 swept before each run), after a line naming the GPU, its
+// driver and how many clusters of 4 such CTAs fit at once.
+// Twenty-fourth session, 512 regions of 256 keys (b=16 1k's 67 MB), 128 CTAs of 4 warps: H100 tma_ef 2500-2524,
+// tma_row 2530-2554, cpasync 2618-2658, cpasync_half 2554-2557 GB/s; H200 3438 / 3455 / 3610 / 3543. At 16k keys
+// the methods are within 1-2% (H200: all 4577-4583). The decode kernel with cp.async fills (branch cpasync-wip) read
+// no faster than with tensor copies (H100 b=16 1k-8k, H200 b=16 1k-32k, both layouts): the kernel's b=16 1k time
+// is not set by how its loads are issued.
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -cudart static -o read_probe scripts/read_probe.cu
-//   ./read_probe [keys per region, a multiple of 32; default 16384] [CTAs; default 512]
+//   ./read_probe [keys per region, a multiple of 32; default 16384] [regions; default 512] [warps per CTA; default 1]
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -43,6 +51,7 @@ struct Maps
     CUtensorMap k, v;
 };
 
+
 __device__ __forceinline__ uint32_t saddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
 __device__ __forceinline__ void bar_wait(uint32_t bar, int phase)
@@ -63,12 +72,20 @@ __device__ __forceinline__ uint32_t touch(const char* stage, int lane)
            *reinterpret_cast<const uint32_t*>(stage + kBlockBytes + lane * 4);
 }
 
-template <bool kHint>
-__global__ void __launch_bounds__(32) tma_read(const __grid_constant__ Maps m, int blocks, uint32_t* out)
+// Each warp of a CTA streams its own region (region = CTA * warps per CTA + warp) through its own two-stage ring in
+// the CTA's shared memory (kWarpSmem bytes per warp: the stages, then its barriers).
+constexpr int kWarpSmem = kStages * 2 * kBlockBytes + 1024; // 1024-byte aligned stages (128-byte swizzle)
+
+// Tensor copies, issued by the warp's lane 0. kRowBox false: a block of K (or V) is two boxes of 64 columns (128
+// bytes) x 32 rows, as the decode kernel's maps have them (each box reads every other 128 bytes of the block); true:
+// one 3-d box {64 columns, 2 halves, 32 rows} per tensor, which reads the block's 8 KB in address order.
+template <bool kHint, bool kRowBox>
+__global__ void tma_read(const __grid_constant__ Maps m, int blocks, uint32_t* out)
 {
-    extern __shared__ __align__(1024) char smem[];
+    extern __shared__ __align__(1024) char smem_all[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, region = blockIdx.x * (blockDim.x / 32) + warp;
+    char* smem = smem_all + warp * kWarpSmem;
     uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kStages * 2 * kBlockBytes);
-    const int lane = threadIdx.x, region = blockIdx.x;
     if (lane == 0)
     {
         for (int s = 0; s < kStages; ++s)
@@ -88,21 +105,39 @@ __global__ void __launch_bounds__(32) tma_read(const __grid_constant__ Maps m, i
         char* dst = smem + st * 2 * kBlockBytes;
         const int row = region * blocks * kRows + n * kRows;
         for (int t = 0; t < 2; ++t) // K, then V
-            for (int c = 0; c < 2; ++c) // the two 64-column (128-byte) halves
+        {
+            const uint64_t map = reinterpret_cast<uint64_t>(t == 0 ? &m.k : &m.v);
+            if constexpr (kRowBox)
             {
-                const CUtensorMap* map = t == 0 ? &m.k : &m.v;
-                const uint32_t d = saddr(dst + t * kBlockBytes + c * (kBlockBytes / 2));
+                const uint32_t d = saddr(dst + t * kBlockBytes);
                 if (kHint)
-                    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                                 ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(d),
-                                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c * 64), "r"(row), "r"(bar), "l"(policy)
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                                 ".L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(d),
+                                 "l"(map), "r"(0), "r"(0), "r"(row), "r"(bar), "l"(policy)
                                  : "memory");
                 else
-                    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(d),
-                                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c * 64), "r"(row), "r"(bar)
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(d), "l"(map), "r"(0), "r"(0), "r"(row),
+                                 "r"(bar)
                                  : "memory");
             }
+            else
+            {
+                for (int c = 0; c < 2; ++c) // the two 64-column (128-byte) halves
+                {
+                    const uint32_t d = saddr(dst + t * kBlockBytes + c * (kBlockBytes / 2));
+                    if (kHint)
+                        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                                     ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(d),
+                                     "l"(map), "r"(c * 64), "r"(row), "r"(bar), "l"(policy)
+                                     : "memory");
+                    else
+                        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                                     " [%0], [%1, {%2, %3}], [%4];" ::"r"(d), "l"(map), "r"(c * 64), "r"(row), "r"(bar)
+                                     : "memory");
+                }
+            }
+        }
     };
     for (int s = 0; s < kStages; ++s)
         issue(s, s);
@@ -119,12 +154,16 @@ __global__ void __launch_bounds__(32) tma_read(const __grid_constant__ Maps m, i
     atomicXor(out, acc);
 }
 
-// cp.async.cg of 16 bytes per lane: a block of K and V is 2 x 8 KB = 32 copies per lane
-__global__ void __launch_bounds__(32) cpasync_read(const char* k, const char* v, int blocks, uint32_t* out)
+// cp.async.cg of 16 bytes per lane: a block of K and V is 2 x 8 KB = 32 copies per lane. kHalves false: each warp
+// instruction copies 512 consecutive bytes (two rows); true: the order of the tensor copies' two boxes (bytes 0-127
+// of every row, then 128-255), each half stored as its box would be.
+template <bool kHalves>
+__global__ void cpasync_read(const char* k, const char* v, int blocks, uint32_t* out)
 {
-    extern __shared__ __align__(1024) char smem[];
-    const int lane = threadIdx.x;
-    const size_t base = size_t(blockIdx.x) * blocks * kBlockBytes;
+    extern __shared__ __align__(1024) char smem_all[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, region = blockIdx.x * (blockDim.x / 32) + warp;
+    char* smem = smem_all + warp * kWarpSmem;
+    const size_t base = size_t(region) * blocks * kBlockBytes;
     auto issue = [&](int n, int st) {
         if (n < blocks)
         {
@@ -132,10 +171,14 @@ __global__ void __launch_bounds__(32) cpasync_read(const char* k, const char* v,
             const size_t off = base + size_t(n) * kBlockBytes;
             for (int i = lane * 16; i < kBlockBytes; i += 32 * 16)
             {
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(dst + i)), "l"(k + off + i)
+                // i: offset in the stage; g: the byte it copies, relative to the block
+                const int g = kHalves ? (i / (kBlockBytes / 2)) * 128 + (i % (kBlockBytes / 2)) / 128 * kRowBytes +
+                                            i % 128
+                                      : i;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(dst + i)), "l"(k + off + g)
                              : "memory");
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(dst + kBlockBytes + i)),
-                             "l"(v + off + i)
+                             "l"(v + off + g)
                              : "memory");
             }
         }
@@ -158,10 +201,10 @@ __global__ void __launch_bounds__(32) cpasync_read(const char* k, const char* v,
 }
 
 // plain 16-byte loads, a block's K and V (32 per lane) in flight at once
-__global__ void __launch_bounds__(32) ldg_read(const uint4* k, const uint4* v, int blocks, uint32_t* out)
+__global__ void ldg_read(const uint4* k, const uint4* v, int blocks, uint32_t* out)
 {
-    const int lane = threadIdx.x;
-    const size_t base = size_t(blockIdx.x) * blocks * (kBlockBytes / 16);
+    const int lane = threadIdx.x % 32, region = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const size_t base = size_t(region) * blocks * (kBlockBytes / 16);
     uint32_t acc = 0;
     for (int n = 0; n < blocks; ++n)
     {
@@ -194,16 +237,20 @@ __global__ void sweep(const uint4* buf, size_t n, uint32_t* sink)
 
 int main(int argc, char** argv)
 {
-    const int keys = argc > 1 ? std::atoi(argv[1]) : 16384;
-    const int ctas = argc > 2 ? std::atoi(argv[2]) : 512;
-    if (argc > 3 || keys < kRows || keys % kRows != 0 || ctas < 1 || int64_t(keys) * ctas > (int64_t(1) << 31))
+    const int keys  = argc > 1 ? std::atoi(argv[1]) : 16384;
+    const int warps = argc > 2 ? std::atoi(argv[2]) : 512;
+    const int per   = argc > 3 ? std::atoi(argv[3]) : 1;
+    if (argc > 4 || keys < kRows || keys % kRows != 0 || warps < 1 || per < 1 || per > 6 || warps % per != 0 ||
+        int64_t(keys) * warps > (int64_t(1) << 31))
     {
-        std::fprintf(stderr, "usage: read_probe [keys per region: a multiple of %d] [CTAs >= 1] (keys x CTAs < 2^31)\n",
+        std::fprintf(stderr,
+                     "usage: read_probe [keys per region: a multiple of %d] [regions (streaming warps) >= 1] [warps per "
+                     "CTA: 1 to 6, dividing the regions] (keys x regions < 2^31)\n",
                      kRows);
         return 2;
     }
-    const int blocks = keys / kRows;
-    const size_t bytes = size_t(ctas) * blocks * kBlockBytes; // of K, and of V
+    const int blocks = keys / kRows, ctas = warps / per;
+    const size_t bytes = size_t(warps) * blocks * kBlockBytes; // of K, and of V
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     char *k, *v;
@@ -228,24 +275,32 @@ int main(int argc, char** argv)
     cudaDriverEntryPointQueryResult q{};
     CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
     auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-    Maps maps;
-    for (int t = 0; t < 2; ++t)
+    // maps[0]: 2-d, boxes of 64 columns x 32 rows; maps[1]: 3-d (64 columns, 2 halves, rows), boxes of the whole block
+    Maps maps[2];
+    for (int t = 0; t < 4; ++t)
     {
-        cuuint64_t dims[2] = {128, cuuint64_t(bytes / kRowBytes)};
-        cuuint64_t strides[1] = {kRowBytes};
-        cuuint32_t box[2] = {64, kRows}, unit[2] = {1, 1};
-        if (encode(t == 0 ? &maps.k : &maps.v, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, t == 0 ? k : v, dims, strides, box,
-                   unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        void* base = t % 2 == 0 ? k : v;
+        CUtensorMap* map = t % 2 == 0 ? &maps[t / 2].k : &maps[t / 2].v;
+        const cuuint64_t rows = bytes / kRowBytes;
+        cuuint64_t dims2[2] = {128, rows}, strides2[1] = {kRowBytes}, dims3[3] = {64, 2, rows},
+                   strides3[2] = {128, kRowBytes};
+        cuuint32_t box2[2] = {64, kRows}, box3[3] = {64, 2, kRows}, unit[3] = {1, 1, 1};
+        const bool row_box = t >= 2;
+        if (encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, row_box ? 3 : 2, base, row_box ? dims3 : dims2,
+                   row_box ? strides3 : strides2, row_box ? box3 : box2, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         {
             std::fprintf(stderr, "tensor map encode failed\n");
             return 1;
         }
     }
-    const int smem = kStages * 2 * kBlockBytes + 64;
-    CK(cudaFuncSetAttribute(tma_read<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CK(cudaFuncSetAttribute(tma_read<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CK(cudaFuncSetAttribute(cpasync_read, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const int smem = per * kWarpSmem;
+    CK(cudaFuncSetAttribute(tma_read<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(tma_read<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(tma_read<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(cpasync_read<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(cpasync_read<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
@@ -259,17 +314,17 @@ int main(int argc, char** argv)
         cudaLaunchAttribute attr{};
         attr.id = cudaLaunchAttributeClusterDimension;
         attr.val.clusterDim.x = 4, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-        cfg.gridDim = dim3(ctas), cfg.blockDim = dim3(32), cfg.dynamicSmemBytes = smem;
+        cfg.gridDim = dim3(ctas), cfg.blockDim = dim3(32 * per), cfg.dynamicSmemBytes = smem;
         cfg.attrs = &attr, cfg.numAttrs = 1;
-        if (cudaOccupancyMaxActiveClusters(&clusters, tma_read<true>, &cfg) != cudaSuccess)
+        if (ctas % 4 != 0 || cudaOccupancyMaxActiveClusters(&clusters, tma_read<true, false>, &cfg) != cudaSuccess)
             clusters = -1, (void)cudaGetLastError();
     }
     std::printf("# %s, %d SMs, L2 %d MB, driver %d, %d clusters of 4 at once: %d regions x %d keys x 256 B (K and V, "
-                "%.2f GB), %d one-warp CTAs\n",
-                prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, driver, clusters, ctas, keys,
-                2.0 * bytes / 1e9, ctas);
-    const char* names[4] = {"tma_ef", "tma", "cpasync", "ldg"};
-    for (int meth = 0; meth < 4; ++meth)
+                "%.2f GB), %d CTAs of %d warps\n",
+                prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, driver, clusters, warps, keys,
+                2.0 * bytes / 1e9, ctas, per);
+    const char* names[] = {"tma_ef", "tma", "tma_row", "cpasync", "cpasync_half", "ldg"};
+    for (int meth = 0; meth < 6; ++meth)
     {
         std::vector<float> ms;
         for (int it = 0; it < 10; ++it)
@@ -277,15 +332,20 @@ int main(int argc, char** argv)
             sweep<<<prop.multiProcessorCount * 4, 512>>>(sw, sweep_n, out);
             CK(cudaMemset(out, 0, 4));
             CK(cudaEventRecord(e0));
+            const dim3 grid(ctas), block(32 * per);
             if (meth == 0)
-                tma_read<true><<<ctas, 32, smem>>>(maps, blocks, out);
+                tma_read<true, false><<<grid, block, smem>>>(maps[0], blocks, out);
             else if (meth == 1)
-                tma_read<false><<<ctas, 32, smem>>>(maps, blocks, out);
+                tma_read<false, false><<<grid, block, smem>>>(maps[0], blocks, out);
             else if (meth == 2)
-                cpasync_read<<<ctas, 32, smem>>>(k, v, blocks, out);
+                tma_read<true, true><<<grid, block, smem>>>(maps[1], blocks, out);
+            else if (meth == 3)
+                cpasync_read<false><<<grid, block, smem>>>(k, v, blocks, out);
+            else if (meth == 4)
+                cpasync_read<true><<<grid, block, smem>>>(k, v, blocks, out);
             else
-                ldg_read<<<ctas, 32>>>(reinterpret_cast<const uint4*>(k), reinterpret_cast<const uint4*>(v), blocks,
-                                       out);
+                ldg_read<<<grid, block>>>(reinterpret_cast<const uint4*>(k), reinterpret_cast<const uint4*>(v),
+                                          blocks, out);
             CK(cudaGetLastError());
             CK(cudaEventRecord(e1));
             CK(cudaEventSynchronize(e1));
@@ -297,7 +357,7 @@ int main(int argc, char** argv)
         uint32_t got;
         CK(cudaMemcpy(&got, out, 4, cudaMemcpyDeviceToHost));
         std::sort(ms.begin(), ms.end());
-        std::printf("%-8s %8.1f GB/s  (median %.3f ms, min %.3f)  xor %08x\n", names[meth],
+        std::printf("%-12s %8.1f GB/s  (median %.4f ms, min %.4f)  xor %08x\n", names[meth],
                     2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9, ms[ms.size() / 2], ms[0], got);
     }
     return 0;

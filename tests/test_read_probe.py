@@ -1,6 +1,6 @@
 """scripts/read_probe.cu (the pure-read probe of the decode cache's load methods): it builds with nvcc for sm_90a,
 refuses bad arguments with its usage and exit status 2, and on an sm_90 GPU reports a positive bandwidth for each of
-its four methods."""
+its six methods."""
 import os
 import re
 import shutil
@@ -26,7 +26,7 @@ def probe(tmp_path_factory):
 
 def test_read_probe_refuses_bad_arguments(probe):
     # checked before any CUDA call, so this runs without a GPU too
-    for args in (["100", "5"], ["64", "0"], ["0"], ["32", "1", "extra"]):
+    for args in (["100", "5"], ["64", "0"], ["0"], ["32", "6", "4"], ["32", "8", "7"], ["32", "1", "1", "extra"]):
         r = subprocess.run([probe, *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and "usage: read_probe" in r.stderr, (args, r.returncode, r.stderr)
 
@@ -35,11 +35,14 @@ def test_read_probe_reports_every_method(probe):
     ok, why = gpu_available()
     if not ok:
         pytest.skip(why)
-    r = subprocess.run([probe, "2048", "264"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([probe, "2048", "264", "2"], capture_output=True, text=True, timeout=120)
     if r.returncode != 0 and "no kernel image" in r.stderr:
         pytest.skip("not an sm_90 GPU: " + r.stderr.strip())
     assert r.returncode == 0, r.stderr
     assert re.search(r"\d+ SMs, L2 \d+ MB, driver \d+, -?\d+ clusters of 4", r.stdout), r.stdout
     rates = dict(re.findall(r"^(\w+)\s+([\d.]+) GB/s", r.stdout, re.M))
-    assert set(rates) == {"tma_ef", "tma", "cpasync", "ldg"}, r.stdout
+    assert set(rates) == {"tma_ef", "tma", "tma_row", "cpasync", "cpasync_half", "ldg"}, r.stdout
+    # every method read the same bytes: the folded words agree (ldg folds all it loaded, so its word differs)
+    words = dict(re.findall(r"^(\w+)\s+[\d.]+ GB/s.*xor ([0-9a-f]{8})", r.stdout, re.M))
+    assert len({words[m] for m in ("tma_ef", "tma", "tma_row", "cpasync", "cpasync_half")}) == 1, r.stdout
     assert all(float(v) > 0 for v in rates.values()), r.stdout

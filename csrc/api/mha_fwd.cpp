@@ -617,17 +617,29 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 // same call, two passes, KV GB/s, its default -> with it): bhsd b=1 32k 2488-2489 -> 2526-2546, b=2 32k 2770-2777
 // -> 2830-2831, b=1 8k / 128k and b=4 8k even (within +-0.9%); bshd b=1 128k 2924-2928 -> 2964-2969, b=2 32k 2803
 // -> 2833, b=1 32k / b=4 8k even.
+// Those GPUs also take kRingHeadPairs (clusters of the CTAs of two KV heads, placement only: fwd_launch.cuh) for a
+// dense d128 cache whose heads sit side by side in each key row (bshd: nhead_stride == hdim), in a grid of about
+// one tile per SM (0.9 to 1) with 2 to 4 warp splits, from kHeadPairsMinKeys keys. The two CTAs then start together
+// and read the adjacent 256-byte slices of the same 2 KB rows at about the same time. Twenty-fourth session, H200,
+// bshd, same call, KV GB/s (passes), default -> clusters of 2 along the heads: b=16 4k 4125-4143 -> 4134-4166, 8k
+// 4364-4368 -> 4391-4396, 16k 4495-4511 -> 4523-4541, 32k 4552-4562 -> 4614, 128k 4631-4634 -> 4676-4680 (+1%);
+// 1k 3067-3111 -> 3060-3087 and 2k 3645-3761 -> 3641-3777 (hence the bound); b=12 8k (5 splits, 96 tiles) -0.4%,
+// b=20 8k (3 splits, 160 tiles) -0.3%, b=8 8k (8) even; bhsd b=16 8k -0.7%, 32k even. Clusters of 4 or 8 did not
+// all fit at once (152 KB CTAs): -28%. Two more H200s: b=15 8k 4237-4246 -> 4284-4291, b=16 8k +0.4 to +0.8%,
+// 32k +0.9 to +1.3%, 128k +0.1 to +0.9%. On H100 (bshd b=16, its own flags) 32k / 128k -0.3%, the rest even.
 // MHA_DECODE_RING=<bits> in the environment forces the flags (A/Bs).
+constexpr int64_t kHeadPairsMinKeys = 4096;
 
 int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int hdim_q, int hdim_v,
-                       bool rows_contiguous, int64_t seqlen_k)
+                       bool rows_contiguous, bool heads_adjacent, int64_t seqlen_k)
 {
     static const int forced = [] {
         const char* e = std::getenv("MHA_DECODE_RING");
         return e && *e ? std::atoi(e) : -1;
     }();
     if (forced >= 0)
-        return forced & (kRingLateRefill | kRingInterleave | kRingEarly | kRingL2Promo256 | kRingInterleaveGrid);
+        return forced & (kRingLateRefill | kRingInterleave | kRingEarly | kRingL2Promo256 | kRingInterleaveGrid |
+                         kRingHeadPairs);
     if (rows > 8 || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
         return kRingEarly;
     // CTA splits that read one window of the tile at a time (kRingInterleaveGrid, both GPU classes, d128 dense)
@@ -635,6 +647,9 @@ int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int 
     const bool grid_il = !paged && hdim_q == 128 && (splits >= 32 || (splits >= 8 && per <= 32));
     if (const double gbps = sm90_dram_peak_gbps(); !(gbps > 0.0 && gbps < kLeanDecodeMaxGbps))
     {
+        if (gbps > 0.0 && heads_adjacent && !paged && hdim_q == 128 && splits >= 2 && splits <= 4 &&
+            seqlen_k >= kHeadPairsMinKeys && tiles * 10 >= int64_t(sm_count()) * 9 && tiles <= sm_count())
+            return kRingEarly | kRingHeadPairs;
         if (!(gbps > 0.0) || !rows_contiguous || paged || hdim_q != 128)
             return kRingEarly;
         if (splits >= 2 && splits <= 4)
@@ -849,7 +864,9 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     const int64_t rows  = int64_t(max_q) * sp.pack_ratio; // a tile's rows, and the tiles of the grid
     const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
     sp.ring_flags = ring_flags_for(tiles, splits, rows, paged, args.hdim_q, args.hdim_v,
-                                   args.stride_k == args.hdim_q && args.stride_v == args.hdim_v, args.seqlen_k);
+                                   args.stride_k == args.hdim_q && args.stride_v == args.hdim_v,
+                                   args.nhead_stride_k == args.hdim_q && args.nhead_stride_v == args.hdim_v,
+                                   args.seqlen_k);
     if (splits > 1)
     {
         sp.lse_acc = static_cast<float*>(args.lse_acc_ptr);

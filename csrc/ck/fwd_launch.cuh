@@ -5,6 +5,7 @@
 // shared memory fits) or a thread-block cluster, more inside a cooperatively launched split grid.
 // Generated instance files (build/gen/fwd_ck_*.cu) call run_fwd<Traits>; csrc/api never sees CuTe.
 
+#include "../api/decode_occupancy.h"
 #include "decode_ring.cuh"
 #include "fwd_kernel.cuh"
 #include "splitkv_combine.cuh"
@@ -140,8 +141,21 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                         if (err == cudaSuccess)
                         {
                             q.split.warp_splits = n;
+                            // kRingHeadPairs: clusters of the CTAs of two KV heads, where every such cluster of
+                            // the grid runs at once (a second wave would cost far more than the placement gains)
+                            dim3 pairs(1, 1, 1);
+                            const int64_t ctas = int64_t(grid.x) * grid.y * p.batch;
+                            if ((q.split.ring_flags & kRingHeadPairs) && grid.y % 2 == 0 &&
+                                ctas <= 2 * int64_t(decode_clusters_per_wave(2, warp_smem)))
+                                pairs.y = 2;
                             err = launch_grid(ring_kernel, dim3(grid.x, grid.y, p.batch), 32 * n, warp_smem, stream,
-                                              q, false);
+                                              q, false, pairs);
+                            if (pairs.y > 1 && err == cudaErrorInvalidClusterSize)
+                            {
+                                (void)cudaGetLastError(); // no room for the pairs after all: no clusters
+                                err = launch_grid(ring_kernel, dim3(grid.x, grid.y, p.batch), 32 * n, warp_smem,
+                                                  stream, q, false);
+                            }
                             MHA_PRINT_STAMPS(grid, n); // a slot per warp: as many as one-warp CTAs
                             return err;
                         }

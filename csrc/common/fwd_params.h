@@ -187,9 +187,12 @@ constexpr int kDecodeSmemBudgetDefault = 37888;
 // at entry too (a dense call without them reads no further parameter: b=16 1k lost 2-3% when it did).
 // kRingL2Promo256 (host side only: decode_ring.cuh, encode_decode_maps): the K / V tensor maps promote L2 fills to
 // 256 bytes instead of 128. kRingInterleaveGrid (with kRingInterleave): splits that are CTAs (one-warp CTAs of a
-// cluster or of the grid) take the tile's key blocks in turn too (split s: blocks s, s + S, ...).
+// cluster or of the grid) take the tile's key blocks in turn too (split s: blocks s, s + S, ...). kRingHeadPairs
+// (launcher only, fwd_launch.cuh): a grid whose splits are the warps of one CTA launches as clusters of 2 CTAs along
+// the KV heads, for their placement alone (the CTAs of heads 2i and 2i + 1 of a batch start together on one GPC),
+// where such clusters all fit at once.
 constexpr int32_t kRingLateRefill = 1, kRingInterleave = 2, kRingEarly = 4, kRingEarlyTables = 8;
-constexpr int32_t kRingL2Promo256 = 16, kRingInterleaveGrid = 32;
+constexpr int32_t kRingL2Promo256 = 16, kRingInterleaveGrid = 32, kRingHeadPairs = 64;
 
 // Split-KV: CTA (m, h, b * num_splits + s) covers key blocks [s * per, (s + 1) * per), per = ceil(blocks / splits),
 // and writes fp32 partial O (normalised by its own sum) and LSE; a combine kernel merges them (with cluster_merge,
