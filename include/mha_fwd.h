@@ -318,10 +318,12 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 //   - dense, head dim 64, up to one CTA per SM: SMs x 6 / CTAs, at most 8, and 7 or 8 only while that many clusters
 //     of one-warp CTAs fit on the GPU at once (its GPCs decide: 96 clusters of 8 on an H100 SXM), else 6;
 //   - head dim 128, dense or paged, 80 CTAs to 3/2 per SM (ahead of the three rules above): ceil(SMs x 3 / CTAs),
-//     three decode warps per SM.
+//     three decode warps per SM;
+//   - head dim 128, dense, 5/2 to 6 CTAs per SM and 4096 or more keys (ahead of the rules above): 4 splits, each
+//     tile one CTA of four warps.
 //   On an H100 (132 SMs): d128 (dense or paged) b=10 to 12 -> 5 splits, b=13 to 16 -> 4, b=17 to 24 -> 3; dense
-//   d128 b=8 -> 64 CTAs -> 4, b=25 and up -> 1; dense d256 b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2; dense d64 b=9 to
-//   12 -> 8, b=13 -> 7, b=14 to 16 -> 6.
+//   d128 b=8 -> 64 CTAs -> 4, b=25 and up -> 1, b=42 to 99 with 4096+ keys -> 4 (b=64 8k: 512 CTAs -> 4); dense
+//   d256 b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2; dense d64 b=9 to 12 -> 8, b=13 -> 7, b=14 to 16 -> 6.
 // The six-argument form sees neither the head dims nor the cache, so it returns the largest count any of them takes
 // (the general rule's, or the head-dim-64 or head-dim-128 rule's where that is more): partial buffers sized by it
 // fit any call of that shape. The nine-argument form returns exactly what a call with those head dims and a paged (block table) or

@@ -491,11 +491,25 @@ constexpr float kLeanDecodeWarpsPerSm = 2.25f;
 constexpr int kLateRefillWarpsPerSm = 3;
 constexpr int kThreeWarpsMinTiles   = 80;
 
+// Head dim 128, dense, from 5/2 tiles per SM up to the decode branch's limit (kDecodeCtasPerSm per SM) and from
+// kFourWarpsMinKeys keys: 4 splits, so each tile is one CTA of four warp splits (the warps take the tile's key blocks
+// in turn: one 128-key window of the tile at a time, cuDNN's order) instead of the lean rule's single one-warp CTA
+// per tile (four tiles' streams per SM). The grid then runs in waves of one CTA per SM (512 tiles: 3.9 waves) and
+// still reads faster. Twenty-fifth session, two H100s, 32 q / 8 KV heads, L2 swept, KV GB/s, two passes each, lean
+// 1 split -> 4: bhsd b=48 8k 3010-3018 -> 3072-3078, b=64 4k 3034-3040 -> 3074-3078, 8k 3056-3062 -> 3116-3120, 32k
+// 3083-3088 -> 3145-3150, 128k 3095-3100 -> 3117-3134, b=96 8k 2947-2959 -> 3115-3118; bshd b=48 8k 3061-3071 ->
+// 3107-3112, b=64 4k 3062-3068 -> 3063-3065, 8k 3088-3099 -> 3124-3128, 32k 3099-3106 -> 3141-3146, 128k 3110-3111 ->
+// 3131-3133, b=96 8k 3084 -> 3137-3140; 64 q / 8 KV heads (8-row tiles) b=64 8k +1.8%. Below the bounds bshd lost:
+// b=33 8k (2 tiles per SM) -0.7% (bhsd +1.8%), b=40 4k -1.5% (bhsd even), b=64 1k -1.1% (bhsd +1%), b=32 8k -0.9%
+// (bhsd +1.8%). 2 splits lost (b=64 8k-128k -2 to -4%).
+constexpr int kFourWarpsMinKeys = 4096;
+
 // Which of those rules a call may take, all for tiles of at most 8 rows (the transposed decode step, where they were
 // measured) on sm_90 GPUs under kLeanDecodeMaxGbps: a dense cache the two-split band at every head dim, the lean rule
 // at head dim 128 or 256 (measured there: d256, H100, 2k / 8k / 32k, both layouts, two passes: b=8 +0.6 to +2.9%,
 // b=10 +0.8 to +3.2%, b=12 +7.1 to +9.9%, b=14 -2.6 to +0.5%, b=24 -1.0 to +2.8%, b=32 -0.4 to +1.3%) and the fill at
-// head dim 64; a paged cache the band and 3 splits at head dim 128 or 256. Others keep the general rule.
+// head dim 64, the four-warp tiles at head dim 128; a paged cache the band and 3 splits at head dim 128 or 256. Others
+// keep the general rule.
 struct SplitRules
 {
     bool band = false;       // more tiles than SMs, at most 4/3 of them: 2 splits
@@ -503,6 +517,7 @@ struct SplitRules
     bool paged_three = false; // paged, kPagedThreeMinTiles tiles to 0.9 per SM: 3 splits
     bool fill = false;       // dense d64, up to one tile per SM: kDecodeCtasPerSm splits per SM, clusters in one wave
     bool three_warps = false; // d128, kThreeWarpsMinTiles to 3/2 tiles per SM: kLateRefillWarpsPerSm warps per SM
+    bool four_warps = false;  // dense d128, 5/2 to kDecodeCtasPerSm tiles per SM, kFourWarpsMinKeys+ keys: 4 splits
 };
 constexpr int kPagedThreeMinTiles = 80;
 
@@ -516,6 +531,7 @@ SplitRules split_rules(int hdim_q, int hdim_v, bool paged)
     r.paged_three = paged && wide;
     r.fill        = !paged && d64;
     r.three_warps = hdim_q == 128 && hdim_v == 128;
+    r.four_warps  = !paged && r.three_warps;
     return r;
 }
 
@@ -535,12 +551,15 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     if (decode && ctas <= int64_t(kDecodeCtasPerSm) * sms)
     {
         const int general = decode_splits(int(ctas), n_blocks, kDecodeFillPerSm * sms);
-        const bool any = rules.band || rules.lean || rules.paged_three || rules.fill || rules.three_warps;
+        const bool any =
+            rules.band || rules.lean || rules.paged_three || rules.fill || rules.three_warps || rules.four_warps;
         if (any && rows <= 8)
             if (const double gbps = sm90_dram_peak_gbps(); gbps > 0.0 && gbps < kLeanDecodeMaxGbps)
             {
                 if (rules.three_warps && ctas >= kThreeWarpsMinTiles && ctas * 2 <= int64_t(sms) * 3)
                     return decode_splits(int(ctas), n_blocks, int(kLateRefillWarpsPerSm * sms + ctas - 1));
+                if (rules.four_warps && ctas * 2 >= int64_t(sms) * 5 && max_seqlen_k >= kFourWarpsMinKeys)
+                    return decode_splits(int(ctas), n_blocks, int(4 * ctas));
                 if (rules.band && ctas > sms && ctas * 3 <= int64_t(sms) * 4)
                     return decode_splits(int(ctas), n_blocks, int(2 * ctas));
                 const bool one_per_sm = ctas * 10 >= int64_t(sms) * 9 && ctas <= sms;
