@@ -320,9 +320,11 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 //   - head dim 128, dense or paged, 80 CTAs to 3/2 per SM (ahead of the three rules above): ceil(SMs x 3 / CTAs),
 //     three decode warps per SM;
 //   - head dim 128, dense, 5/2 to 6 CTAs per SM and 4096 or more keys (ahead of the rules above): 4 splits, each
-//     tile one CTA of four warps.
+//     tile one CTA of four warps; past 6 CTAs per SM the same 4 where the wave rule above gives 1 or 2.
 //   On an H100 (132 SMs): d128 (dense or paged) b=10 to 12 -> 5 splits, b=13 to 16 -> 4, b=17 to 24 -> 3; dense
-//   d128 b=8 -> 64 CTAs -> 4, b=25 and up -> 1, b=42 to 99 with 4096+ keys -> 4 (b=64 8k: 512 CTAs -> 4); dense
+//   d128 b=8 -> 64 CTAs -> 4, b=25 and up -> 1, b=42 to 99 with 4096+ keys -> 4 (b=64 8k: 512 CTAs -> 4), with
+//   4096+ keys b=100 -> 6, b=128 -> 4 (the wave rule's 2), b=256 -> 4 (its 1), b=16384 and up -> its 1 (batch x
+//   splits stays within the grid's 65535); dense
 //   d256 b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2; dense d64 b=9 to 12 -> 8, b=13 -> 7, b=14 to 16 -> 6.
 // The six-argument form sees neither the head dims nor the cache, so it returns the largest count any of them takes
 // (the general rule's, or the head-dim-64 or head-dim-128 rule's where that is more): partial buffers sized by it

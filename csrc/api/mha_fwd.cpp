@@ -502,6 +502,15 @@ constexpr int kThreeWarpsMinTiles   = 80;
 // 3131-3133, b=96 8k 3084 -> 3137-3140; 64 q / 8 KV heads (8-row tiles) b=64 8k +1.8%. Below the bounds bshd lost:
 // b=33 8k (2 tiles per SM) -0.7% (bhsd +1.8%), b=40 4k -1.5% (bhsd even), b=64 1k -1.1% (bhsd +1%), b=32 8k -0.9%
 // (bhsd +1.8%). 2 splits lost (b=64 8k-128k -2 to -4%).
+// Past the decode branch (more than kDecodeCtasPerSm tiles per SM) the same 4 splits replace the wave rule's one or
+// two (one-warp CTAs, six per SM). Twenty-sixth session, H100, KV GB/s, two passes, bhsd / bshd, wave rule -> 4:
+// b=128 (2 splits) 4k 3093-3098 / 3104-3110 -> 3118-3119 / 3117-3118, 8k 3100-3104 / 3099-3108 -> 3130-3131 /
+// 3153, 16k 3107-3110 / 3068-3096 -> 3144-3145 / 3153-3157, 32k 3110-3113 / 3089-3095 -> 3151-3152 / 3160, b=136
+// (2) 4k even / -0.5%, 8k +0.4 / +0.6%, b=300 (2) 8k +0.3 / +0.8%; b=192 (1) 8k 2973-2975 / 3091-3093 ->
+// 3140-3141 / 3158-3162, b=256 (1) 8k 2949-2950 / 3050-3053 -> 3136-3137 / 3158-3159, 32k 2944-2945 / 2963-2969 ->
+// 3142-3143 / 3146-3149, b=264 (1) 8k +5.9 / +3.2%, b=512 (1) 8k 2976 / 3096-3100 -> 3145 / 3169-3170. Where the
+// wave rule takes more, it stays: b=100 (6) 4k / 32k -3.3 / -2.3% with 4 (a last wave of 8 four-warp CTAs), b=104
+// (5) 8k +1.6%, b=120 / b=160 / b=200 (3) -0.7 to +1.1%.
 constexpr int kFourWarpsMinKeys = 4096;
 
 // Which of those rules a call may take, all for tiles of at most 8 rows (the transposed decode step, where they were
@@ -517,7 +526,8 @@ struct SplitRules
     bool paged_three = false; // paged, kPagedThreeMinTiles tiles to 0.9 per SM: 3 splits
     bool fill = false;       // dense d64, up to one tile per SM: kDecodeCtasPerSm splits per SM, clusters in one wave
     bool three_warps = false; // d128, kThreeWarpsMinTiles to 3/2 tiles per SM: kLateRefillWarpsPerSm warps per SM
-    bool four_warps = false;  // dense d128, 5/2 to kDecodeCtasPerSm tiles per SM, kFourWarpsMinKeys+ keys: 4 splits
+    bool four_warps = false;  // dense d128, 5/2+ tiles per SM, kFourWarpsMinKeys+ keys: 4 splits (past the branch:
+                              // where the wave rule gives 1 or 2)
 };
 constexpr int kPagedThreeMinTiles = 80;
 
@@ -580,8 +590,14 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
         return general;
     }
     // past one decode wave, balance the waves (a 1.3-wave grid reads its last 0.3 at a fraction of the bandwidth)
-    return splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sms,
-                            decode ? kDecodeCtasPerSm : kPrefillCtasPerSm, !decode);
+    const int waves = splits_heuristic(int(std::min<int64_t>(ctas, 1 << 30)), n_blocks, sms,
+                                       decode ? kDecodeCtasPerSm : kPrefillCtasPerSm, !decode);
+    // the four-warp tiles past the branch too, where the waves of one-warp CTAs take one or two splits
+    if (decode && rules.four_warps && rows <= 8 && waves <= 2 && max_seqlen_k >= kFourWarpsMinKeys &&
+        int64_t(batch) * 4 <= kMaxGridYZ)
+        if (const double gbps = sm90_dram_peak_gbps(); gbps > 0.0 && gbps < kLeanDecodeMaxGbps)
+            return decode_splits(1, n_blocks, 4);
+    return waves;
 }
 
 // The decode ring's schedule (SplitParams::ring_flags, fwd_kernel.cuh) for a split-KV call of `tiles` tiles of

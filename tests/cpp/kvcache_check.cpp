@@ -739,7 +739,9 @@ bool reset_case()
 // 96 decode tiles (b=12) take the lean rule's 3 splits at dense d128 / d256 and 3 over a paged d128 cache against the
 // general rule's 5, and dense d64 fills every slot, 8 splits while 96 clusters of 8 fit at once (6 to 8 by the GPU's
 // GPCs); 160 tiles (b=20) take the band's 2 at dense d64 / d128 and paged d128 against 3; 512 tiles (b=64) of 8192
-// keys take 4 splits at dense d128 (four-warp tiles), 1 with 1024 keys (the lean rule) and paged d128 keeps 1.
+// keys take 4 splits at dense d128 (four-warp tiles), 1 with 1024 keys (the lean rule) and paged d128 keeps 1. Past
+// the decode branch the four-warp tiles replace the wave rule's 1 or 2 splits: b=128 (1024 tiles, its 2) and b=256
+// (its 1) take 4, b=100 keeps its 6, and b=20000 its 1 (4 splits would pass the grid's 65535 batches x splits).
 bool split_rule_case()
 {
     auto n9 = [](int b, int d, bool paged) { return aiter::mha_fwd_splitkv_num_splits(b, 32, 8, 1, 8192, 0, d, d, paged); };
@@ -761,6 +763,11 @@ bool split_rule_case()
     const int bound64 = aiter::mha_fwd_splitkv_num_splits(64, 32, 8, 1, 8192);
     const int four64 = n9(64, 128, false), paged64_128 = n9(64, 128, true), general64 = n9(64, 96, true);
     const int short64 = aiter::mha_fwd_splitkv_num_splits(64, 32, 8, 1, 1024, 0, 128, 128, false);
+    // past the decode branch (more than 6 tiles per SM)
+    const int four128 = n9(128, 128, false), general128 = n9(128, 96, true), four256 = n9(256, 128, false);
+    const int general256 = n9(256, 96, true), six100 = n9(100, 128, false), general100 = n9(100, 96, true);
+    const int huge = n9(20000, 128, false), general_huge = n9(20000, 96, true);
+    const int bound128 = aiter::mha_fwd_splitkv_num_splits(128, 32, 8, 1, 8192);
     const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
     const bool lean = major == 9 && gbps < 4000.0;
     bool ok = dense96 == general && paged64 == general && bound == std::max({general, d64, dense}) &&
@@ -768,18 +775,23 @@ bool split_rule_case()
     for (int n : {dense, paged, d64, d256, band64, band128, paged128_20})
         ok &= n >= 1;
     ok &= dense <= bound && paged <= bound && d256 <= bound && band64 <= bound20 && band128 <= bound20 &&
-          paged128_20 <= bound20 && four64 <= bound64 && paged64_128 <= bound64 && four64 >= 1 && short64 >= 1;
+          paged128_20 <= bound20 && four64 <= bound64 && paged64_128 <= bound64 && four64 >= 1 && short64 >= 1 &&
+          four128 <= bound128 && six100 == general100 && huge == general_huge && 20000 * huge <= 65535;
     if (lean && sms == 132)
         ok &= general == 5 && dense == 5 && d256 == 3 && paged == 5 && d64 >= 6 && d64 <= 8 && general20 == 3 &&
-              band64 == 2 && band128 == 3 && paged128_20 == 3 && four64 == 4 && short64 == 1 && paged64_128 == 1;
+              band64 == 2 && band128 == 3 && paged128_20 == 3 && four64 == 4 && short64 == 1 && paged64_128 == 1 &&
+              general128 == 2 && four128 == 4 && general256 == 1 && four256 == 4 && six100 == 6;
     else if (!lean)
         ok &= dense == general && paged == general && d64 == general && band64 == general20 &&
-              band128 == general20 && paged128_20 == general20 && four64 == general64;
+              band128 == general20 && paged128_20 == general20 && four64 == general64 && four128 == general128 &&
+              four256 == general256;
     std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, bound %d, dense d128 %d, d256 %d, d64 %d, "
                 "paged d128 %d, d64 %d; b=20 general %d, dense d64 %d, d128 %d, paged d128 %d, d64 %d; "
-                "b=64 8k dense d128 %d (1k %d), paged %d, bound %d %s\n",
+                "b=64 8k dense d128 %d (1k %d), paged %d, bound %d; b=128 %d (general %d), b=256 %d (%d), b=100 %d, "
+                "b=20000 %d %s\n",
                 gbps, sms, general, bound, dense, d256, d64, paged, paged64, general20, band64, band128, paged128_20,
-                paged20, four64, short64, paged64_128, bound64, ok ? "ok" : "FAIL");
+                paged20, four64, short64, paged64_128, bound64, four128, general128, four256, general256, six100, huge,
+                ok ? "ok" : "FAIL");
     return ok;
 }
 
