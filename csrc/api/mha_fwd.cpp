@@ -458,6 +458,13 @@ constexpr double kLeanDecodeMaxGbps  = 4000.0;
 constexpr int kLeanDecodeMinTiles    = 64;
 constexpr float kLeanDecodeWarpsPerSm = 2.25f;
 
+// An sm_90 GPU under kLeanDecodeMaxGbps (H100 class), where the decode split rules below were measured.
+bool lean_decode_gpu()
+{
+    const double gbps = sm90_dram_peak_gbps();
+    return gbps > 0.0 && gbps < kLeanDecodeMaxGbps;
+}
+
 // Head dim 64 (dense) reads best with every slot filled: a d64 warp does a d128 warp's per-block work for half the
 // bytes, so it takes more warps per SM to keep the DRAM busy. In a grid of 66 to 132 tiles (H100) the splits fill
 // kDecodeCtasPerSm per SM instead of kDecodeFillPerSm, at most 8 (a cluster's), and more splits than one CTA's warps
@@ -563,30 +570,29 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
         const int general = decode_splits(int(ctas), n_blocks, kDecodeFillPerSm * sms);
         const bool any =
             rules.band || rules.lean || rules.paged_three || rules.fill || rules.three_warps || rules.four_warps;
-        if (any && rows <= 8)
-            if (const double gbps = sm90_dram_peak_gbps(); gbps > 0.0 && gbps < kLeanDecodeMaxGbps)
+        if (any && rows <= 8 && lean_decode_gpu())
+        {
+            if (rules.three_warps && ctas >= kThreeWarpsMinTiles && ctas * 2 <= int64_t(sms) * 3)
+                return decode_splits(int(ctas), n_blocks, int(kLateRefillWarpsPerSm * sms + ctas - 1));
+            if (rules.four_warps && ctas * 2 >= int64_t(sms) * 5 && max_seqlen_k >= kFourWarpsMinKeys)
+                return decode_splits(int(ctas), n_blocks, int(4 * ctas));
+            if (rules.band && ctas > sms && ctas * 3 <= int64_t(sms) * 4)
+                return decode_splits(int(ctas), n_blocks, int(2 * ctas));
+            const bool one_per_sm = ctas * 10 >= int64_t(sms) * 9 && ctas <= sms;
+            if (rules.lean && ctas >= kLeanDecodeMinTiles && !one_per_sm)
+                return decode_splits(int(ctas), n_blocks, int(kLeanDecodeWarpsPerSm * sms));
+            if (rules.paged_three && ctas >= kPagedThreeMinTiles && ctas * 10 < int64_t(sms) * 9)
+                return decode_splits(int(ctas), n_blocks, int(3 * ctas));
+            if (rules.fill && ctas <= sms)
             {
-                if (rules.three_warps && ctas >= kThreeWarpsMinTiles && ctas * 2 <= int64_t(sms) * 3)
-                    return decode_splits(int(ctas), n_blocks, int(kLateRefillWarpsPerSm * sms + ctas - 1));
-                if (rules.four_warps && ctas * 2 >= int64_t(sms) * 5 && max_seqlen_k >= kFourWarpsMinKeys)
-                    return decode_splits(int(ctas), n_blocks, int(4 * ctas));
-                if (rules.band && ctas > sms && ctas * 3 <= int64_t(sms) * 4)
-                    return decode_splits(int(ctas), n_blocks, int(2 * ctas));
-                const bool one_per_sm = ctas * 10 >= int64_t(sms) * 9 && ctas <= sms;
-                if (rules.lean && ctas >= kLeanDecodeMinTiles && !one_per_sm)
-                    return decode_splits(int(ctas), n_blocks, int(kLeanDecodeWarpsPerSm * sms));
-                if (rules.paged_three && ctas >= kPagedThreeMinTiles && ctas * 10 < int64_t(sms) * 9)
-                    return decode_splits(int(ctas), n_blocks, int(3 * ctas));
-                if (rules.fill && ctas <= sms)
-                {
-                    int s = decode_splits(int(ctas), n_blocks,
-                                          int(std::min<int64_t>(int64_t(kDecodeCtasPerSm) * sms,
-                                                                kClusterMergeMaxSplits * ctas)));
-                    while (s > kDecodeCtasPerSm && ctas > decode_clusters_per_wave(s, kDecodeSmemBudgetDefault))
-                        s = decode_splits(int(ctas), n_blocks, int((s - 1) * ctas));
-                    return std::max(s, general);
-                }
+                int s = decode_splits(int(ctas), n_blocks,
+                                      int(std::min<int64_t>(int64_t(kDecodeCtasPerSm) * sms,
+                                                            kClusterMergeMaxSplits * ctas)));
+                while (s > kDecodeCtasPerSm && ctas > decode_clusters_per_wave(s, kDecodeSmemBudgetDefault))
+                    s = decode_splits(int(ctas), n_blocks, int((s - 1) * ctas));
+                return std::max(s, general);
             }
+        }
         return general;
     }
     // past one decode wave, balance the waves (a 1.3-wave grid reads its last 0.3 at a fraction of the bandwidth)
@@ -594,9 +600,8 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
                                        decode ? kDecodeCtasPerSm : kPrefillCtasPerSm, !decode);
     // the four-warp tiles past the branch too, where the waves of one-warp CTAs take one or two splits
     if (decode && rules.four_warps && rows <= 8 && waves <= 2 && max_seqlen_k >= kFourWarpsMinKeys &&
-        int64_t(batch) * 4 <= kMaxGridYZ)
-        if (const double gbps = sm90_dram_peak_gbps(); gbps > 0.0 && gbps < kLeanDecodeMaxGbps)
-            return decode_splits(1, n_blocks, 4);
+        int64_t(batch) * 4 <= kMaxGridYZ && lean_decode_gpu())
+        return decode_splits(1, n_blocks, 4);
     return waves;
 }
 
