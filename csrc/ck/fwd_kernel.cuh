@@ -337,14 +337,27 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     // waiting warp has kKvStages - 1 blocks in flight instead of kKvStages.
     int ring_st = 0, ring_phase = 0, ring_st_issue = Kt::kKvStages - 1;
     const bool late_refill = p.split.ring_flags & kRingLateRefill;
+#ifdef MHA_STAMPS
+    int land_i = 0; // this warp's key blocks waited for so far (stamps.cuh, land)
+#endif
+    // waits for the current stage (with MHA_STAMPS, logs when the wait began and ended)
+    auto ring_wait_current = [&] {
+#ifdef MHA_STAMPS
+        const unsigned long long from = globaltimer();
+        ring.wait(ring_st, ring_phase);
+        land(land_i++, from, globaltimer());
+#else
+        ring.wait(ring_st, ring_phase);
+#endif
+    };
     auto ring_acquire = [&](int n) {
         ring.fence_async(); // every lane is done reading (and zeroing) the stage the copy engine refills next
         __syncwarp();
         if (late_refill)
-            ring.wait(ring_st, ring_phase);
+            ring_wait_current();
         issue_next(ring_st_issue);
         if (!late_refill)
-            ring.wait(ring_st, ring_phase);
+            ring_wait_current();
         if (n == n_start)
             MHA_STAMP(kStampFirstBlock);
         MHA_STAMP(kStampLast); // every block's; the last one stays

@@ -52,6 +52,29 @@ constexpr int kStampSlots   = kStampPoints + 1; // the points, then the SM id
 constexpr int kStampMaxCtas = 16384;
 static __device__ unsigned long long g_mha_stamps[kStampMaxCtas * kStampSlots]; // one per instance file
 
+// Per key block of each warp (up to kLandMax): when its wait began and when it ended (the block had landed), lane 0
+// only. Written as MHA_STAMPS_LAND=FILE rows by print_stamps.
+constexpr int kLandMax = 64;
+static __device__ unsigned long long g_mha_land[kStampMaxCtas * kLandMax * 2];
+
+__device__ __forceinline__ unsigned long long globaltimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+
+__device__ __forceinline__ void land(int i, unsigned long long waited_from, unsigned long long ready)
+{
+    const unsigned long long cta =
+        (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z)) * (blockDim.x / 32) +
+        threadIdx.x / 32;
+    if (threadIdx.x % 32 != 0 || cta >= kStampMaxCtas || i >= kLandMax)
+        return;
+    g_mha_land[(cta * kLandMax + i) * 2]     = waited_from;
+    g_mha_land[(cta * kLandMax + i) * 2 + 1] = ready;
+}
+
 // `after`: a value the stamp waits for (a load's result), so the stamp is not taken before it has arrived.
 __device__ __forceinline__ void stamp(int point, int after = 0)
 {
@@ -160,6 +183,24 @@ static inline void print_stamps(dim3 grid, int splits)
                 }
                 std::fprintf(f, "\n");
             }
+            std::fclose(f);
+        }
+    // MHA_STAMPS_LAND=FILE: per warp and key block, ns after t0 of the wait's start and end (-1: no such block)
+    if (const char* raw = std::getenv("MHA_STAMPS_LAND"))
+        if (FILE* f = std::fopen(raw, "w"))
+        {
+            std::vector<unsigned long long> l(n * kLandMax * 2);
+            if (cudaMemcpyFromSymbol(l.data(), g_mha_land, l.size() * sizeof(l[0])) == cudaSuccess)
+                for (size_t i = 0; i < n; ++i)
+                {
+                    std::fprintf(f, "%zu %llu", i, v[i * kStampSlots + kStampPoints]);
+                    for (int k = 0; k < 2 * kLandMax; ++k)
+                    {
+                        const unsigned long long t = l[i * kLandMax * 2 + k];
+                        std::fprintf(f, " %lld", t >= t0 && t - t0 < 10000000ull ? (long long)(t - t0) : -1ll);
+                    }
+                    std::fprintf(f, "\n");
+                }
             std::fclose(f);
         }
     std::printf("[stamps] SMs holding k CTAs:");
