@@ -52,10 +52,11 @@ constexpr int kStampSlots   = kStampPoints + 1; // the points, then the SM id
 constexpr int kStampMaxCtas = 16384;
 static __device__ unsigned long long g_mha_stamps[kStampMaxCtas * kStampSlots]; // one per instance file
 
-// Per key block of each warp (up to kLandMax): when its wait began and when it ended (the block had landed), lane 0
-// only. Written as MHA_STAMPS_LAND=FILE rows by print_stamps.
-constexpr int kLandMax = 64;
-static __device__ unsigned long long g_mha_land[kStampMaxCtas * kLandMax * 2];
+// Per key block of each warp (its first kLandMax blocks, the first kLandWarps warps): when its wait began and when it
+// ended (the block had landed), lane 0 only; 4 MB per instance file. Written as MHA_STAMPS_LAND=FILE rows by
+// print_stamps.
+constexpr int kLandMax = 64, kLandWarps = 4096;
+static __device__ unsigned long long g_mha_land[kLandWarps * kLandMax * 2];
 
 __device__ __forceinline__ unsigned long long globaltimer()
 {
@@ -69,7 +70,7 @@ __device__ __forceinline__ void land(int i, unsigned long long waited_from, unsi
     const unsigned long long cta =
         (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z)) * (blockDim.x / 32) +
         threadIdx.x / 32;
-    if (threadIdx.x % 32 != 0 || cta >= kStampMaxCtas || i >= kLandMax)
+    if (threadIdx.x % 32 != 0 || cta >= kLandWarps || i >= kLandMax)
         return;
     g_mha_land[(cta * kLandMax + i) * 2]     = waited_from;
     g_mha_land[(cta * kLandMax + i) * 2 + 1] = ready;
@@ -189,9 +190,10 @@ static inline void print_stamps(dim3 grid, int splits)
     if (const char* raw = std::getenv("MHA_STAMPS_LAND"))
         if (FILE* f = std::fopen(raw, "w"))
         {
-            std::vector<unsigned long long> l(n * kLandMax * 2);
+            const size_t warps = std::min<size_t>(n, kLandWarps);
+            std::vector<unsigned long long> l(warps * kLandMax * 2);
             if (cudaMemcpyFromSymbol(l.data(), g_mha_land, l.size() * sizeof(l[0])) == cudaSuccess)
-                for (size_t i = 0; i < n; ++i)
+                for (size_t i = 0; i < warps; ++i)
                 {
                     std::fprintf(f, "%zu %llu", i, v[i * kStampSlots + kStampPoints]);
                     for (int k = 0; k < 2 * kLandMax; ++k)
