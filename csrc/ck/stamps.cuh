@@ -52,6 +52,14 @@ constexpr int kStampSlots   = kStampPoints + 1; // the points, then the SM id
 constexpr int kStampMaxCtas = 16384;
 static __device__ unsigned long long g_mha_stamps[kStampMaxCtas * kStampSlots]; // one per instance file
 
+// This warp's slot: one per warp, so a CTA whose warps are the splits of a tile (SplitParams::warp_splits) records
+// each split.
+__device__ __forceinline__ unsigned long long stamp_warp()
+{
+    return (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z)) * (blockDim.x / 32) +
+           threadIdx.x / 32;
+}
+
 // Per key block of each warp (its first kLandMax blocks, the first kLandWarps warps): when its wait began and when it
 // ended (the block had landed), lane 0 only; 4 MB per instance file. Written as MHA_STAMPS_LAND=FILE rows by
 // print_stamps.
@@ -67,9 +75,7 @@ __device__ __forceinline__ unsigned long long globaltimer()
 
 __device__ __forceinline__ void land(int i, unsigned long long waited_from, unsigned long long ready)
 {
-    const unsigned long long cta =
-        (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z)) * (blockDim.x / 32) +
-        threadIdx.x / 32;
+    const unsigned long long cta = stamp_warp();
     if (threadIdx.x % 32 != 0 || cta >= kLandWarps || i >= kLandMax)
         return;
     g_mha_land[(cta * kLandMax + i) * 2]     = waited_from;
@@ -79,10 +85,7 @@ __device__ __forceinline__ void land(int i, unsigned long long waited_from, unsi
 // `after`: a value the stamp waits for (a load's result), so the stamp is not taken before it has arrived.
 __device__ __forceinline__ void stamp(int point, int after = 0)
 {
-    // one slot per warp: a CTA whose warps are the splits of a tile (SplitParams::warp_splits) stamps each split
-    const unsigned long long cta =
-        (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * (unsigned long long)blockIdx.z)) * (blockDim.x / 32) +
-        threadIdx.x / 32;
+    const unsigned long long cta = stamp_warp();
     if (threadIdx.x % 32 != 0 || cta >= kStampMaxCtas)
         return;
     // The timer read takes no operands, so an input of its asm would not make it wait for `after`: a volatile
