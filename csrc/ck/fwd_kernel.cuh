@@ -694,7 +694,11 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
         const int n_splits = p.split.num_splits, total = (m_end - m_begin) * kChunks;
         // The chunk loop, once per kind of sibling load (two copies, neither choosing per split): from the
         // barrier to O stored each warp runs alone on its SM quarter, so every instruction is latency.
-        auto merge_chunks = [&](int first, auto const& load_lse, auto const& load_part) {
+        // kS (a compile-time bound on the splits, 4 or 8): the loads, exps and sums below are unrolled over kS
+        // slots, the ones past n_splits predicated off; the common decode call has 4 splits, and each slot's
+        // instructions are fetched cold in this one-off tail whether or not its predicate is on.
+        auto merge_chunks = [&](int first, auto const& load_lse, auto const& load_part, auto slots) {
+            constexpr int kS = decltype(slots)::value;
             for (int i0 = first * 32; i0 < total; i0 += n_splits * 32) // warp-uniform
             {
                 const int i = i0 + tidx, tr = i / kChunks, col = (i % kChunks) * 4;
@@ -707,11 +711,11 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                 // = that / sum, lse_keys being max + log(sum)). With the weights computed first, two exps per
                 // split, the loads behind them and one copy of the code choosing per split between shared and
                 // distributed loads, barrier to O stored took 0.93 us (H100 stamps, b=16 1k, p50); now 0.45.
-                float l[kClusterMergeMaxSplits];
-                float4 x[kClusterMergeMaxSplits];
+                float l[kS];
+                float4 x[kS];
                 float m = -INFINITY;
                 CUTE_UNROLL
-                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+                for (int s = 0; s < kS; ++s)
                 {
                     if (s < n_splits)
                     {
@@ -723,15 +727,15 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                     m = fmaxf(m, l[s]);
                 }
                 MHA_STAMP(kStampMergeLse, __float_as_int(m));
-                float e[kClusterMergeMaxSplits], sum = 0.f;
+                float e[kS], sum = 0.f;
                 CUTE_UNROLL
-                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+                for (int s = 0; s < kS; ++s)
                     sum += e[s] = l[s] == -INFINITY ? 0.f : expf(l[s] - m);
                 const MergedLse mg = merge_lse(m, sum, Kt::kOther && p.mod.sink != nullptr ? p.mod.sink[h] : -INFINITY);
                 const float inv_sum = 1.f / sum;
                 float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
                 CUTE_UNROLL
-                for (int s = 0; s < kClusterMergeMaxSplits; ++s)
+                for (int s = 0; s < kS; ++s)
                     if (e[s] != 0.f) // an empty split's partial is never added
                     {
                         const float w = e[s] * inv_sum;
@@ -748,14 +752,21 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                         mg.lse;
             }
         };
-        if (in_cta)
-            merge_chunks(
-                warp, [&](int tr, int s) { return *sibling(s_lse + tr, s); },
-                [&](int off, int s) { return *reinterpret_cast<const float4*>(sibling(s_part + off, s)); });
+        auto merge = [&](auto slots) {
+            if (in_cta)
+                merge_chunks(
+                    warp, [&](int tr, int s) { return *sibling(s_lse + tr, s); },
+                    [&](int off, int s) { return *reinterpret_cast<const float4*>(sibling(s_part + off, s)); }, slots);
+            else
+                merge_chunks(
+                    cluster_cta_rank(), [&](int tr, int s) { return cluster_load(cluster_smem_addr(s_lse + tr, s)); },
+                    [&](int off, int s) { return cluster_load4(cluster_smem_addr(s_part + off, s)); }, slots);
+        };
+        static_assert(kWarpMergeMaxSplits <= kClusterMergeMaxSplits, "one bound for both kinds of sibling");
+        if (n_splits <= 4)
+            merge(cute::Int<4>{});
         else
-            merge_chunks(
-                cluster_cta_rank(), [&](int tr, int s) { return cluster_load(cluster_smem_addr(s_lse + tr, s)); },
-                [&](int off, int s) { return cluster_load4(cluster_smem_addr(s_part + off, s)); });
+            merge(cute::Int<kClusterMergeMaxSplits>{});
         MHA_STAMP(kStampStored);
         // relaxed: the O / LSE stores above need no ordering, and a release would hold every CTA until they
         // reach the L2 (H200, cold same-call A/B, three passes, KV GB/s: b=16 1k 2686-2714 -> 2733-2744, 2k
@@ -831,6 +842,35 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             // tile row tidx % kBlockM's query head and position, for the epilogue's row addresses (the divisions by
             // the pack ratio run while the first block is in flight)
             const int row_h = q_head(tidx % kBlockM), row_q = q_pos(tidx % kBlockM);
+            // A split that neither a cluster nor its CTA's other warps merge (the merge in the grid or the combine
+            // kernel reads its partial from o_acc / lse_acc) stores its fp32 partial O straight from the O^T
+            // fragments, to row addresses worked out here, before the key loop: this lane's softmax rows 2 t and
+            // 2 t + 1 (nullptr past the tile's rows). The epilogue is then the stores alone; through s_part (row by
+            // row, each row's address after its shuffles) it took ~1.1 us after the loop instead of ~0.3 (H100,
+            // %globaltimer stamps, b=1 2k / 8k): the tail code runs once per warp, each instruction fetched cold.
+            const bool direct = p.split.num_splits > 1 && !p.split.cluster_merge && p.split.warp_splits <= 1;
+            float* part_o[2] = {nullptr, nullptr};
+            float* part_l[2] = {nullptr, nullptr};
+            if (direct) // warp-uniform
+            {
+                const SplitParams& sp = p.split;
+                const int64_t row0 = p.seq.is_group ? seq.q_row0 : 0;
+                float* const o_acc = sp.o_acc + split * sp.o_acc_split_stride +
+                                     (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride);
+                float* const lse_acc = sp.lse_acc + split * sp.lse_acc_split_stride +
+                                       (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride);
+                CUTE_UNROLL
+                for (int j = 0; j < 2; ++j)
+                {
+                    const int r = 2 * t + j;
+                    const int h = __shfl_sync(0xffffffff, row_h, r), q = __shfl_sync(0xffffffff, row_q, r);
+                    if (r < m_end - m_begin)
+                    {
+                        part_o[j] = o_acc + h * sp.o_acc_head_stride + (row0 + q) * sp.o_acc_row_stride;
+                        part_l[j] = lse_acc + h * sp.lse_acc_head_stride + row0 + q;
+                    }
+                }
+            }
             const uint32_t ring_s = smem_addr(s_kv);
             for (int n = n_start; n >= n_lo; n = claim ? block_in(ring_st) : next_block(n))
             {
@@ -916,14 +956,53 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             // normalise (as OnlineSoftmax::finalize), partial O and LSE to s_part / s_lse
             const bool partial = p.split.num_splits > 1;
             const float sink = Kt::kOther && p.mod.sink != nullptr && !partial ? p.mod.sink[bidh] : -INFINITY;
-            float lse[2];
+            // Both rows' sums over their 8 lanes, interleaved (3 dependent shuffle steps, not 6); without a sink
+            // logit (every split, and every call without one) finalize_row reduces to the lines below, with no
+            // branches for the compiler to keep the two rows apart with.
+            float sum[2] = {row_sum[0], row_sum[1]};
             CUTE_UNROLL
-            for (int r = 0; r < 2; ++r)
+            for (int x = 4; x <= 16; x *= 2)
             {
-                const float inv = finalize_row(dt::group_sum(row_sum[r]), row_max[r], softmax_scale, sink, lse[r]);
+                const float s0 = __shfl_xor_sync(0xffffffff, sum[0], x), s1 = __shfl_xor_sync(0xffffffff, sum[1], x);
+                sum[0] += s0, sum[1] += s1;
+            }
+            float lse[2], inv[2];
+            if (sink == -INFINITY) // warp-uniform
+                CUTE_UNROLL
+                for (int r = 0; r < 2; ++r)
+                {
+                    const bool seen = sum[r] > 0.f;
+                    lse[r] = seen ? row_max[r] * softmax_scale + logf(sum[r]) : -INFINITY;
+                    inv[r] = seen ? 1.f / sum[r] : 0.f;
+                }
+            else
+                CUTE_UNROLL
+                for (int r = 0; r < 2; ++r)
+                    inv[r] = finalize_row(sum[r], row_max[r], softmax_scale, sink, lse[r]);
+            CUTE_UNROLL
+            for (int mt = 0; mt < kDT; ++mt)
+                o[mt][0] *= inv[0], o[mt][2] *= inv[0], o[mt][1] *= inv[1], o[mt][3] *= inv[1];
+            if (direct)
+            {
                 CUTE_UNROLL
                 for (int mt = 0; mt < kDT; ++mt)
-                    o[mt][r] *= inv, o[mt][r + 2] *= inv;
+                    CUTE_UNROLL
+                    for (int i = 0; i < 4; ++i)
+                    {
+                        float* const pr = part_o[i % 2];
+                        const int col   = 16 * mt + g + 8 * (i / 2);
+                        if (pr != nullptr && col < p.hdim_v)
+                            pr[col] = o[mt][i];
+                    }
+                if (g == 0)
+                    CUTE_UNROLL
+                    for (int j = 0; j < 2; ++j)
+                        if (part_l[j] != nullptr)
+                            *part_l[j] = lse[j];
+                if (p.split.merge_counters != nullptr)
+                    merge_in_grid(m_end - m_begin);
+                MHA_STAMP(kStampEnd);
+                return;
             }
             __syncwarp(); // every lane is past its last read of the ring
             CUTE_UNROLL
@@ -941,36 +1020,9 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                 return;
             }
             __syncwarp();
-            // rows one by one (warp-uniform), a 4-column chunk per lane; a row's head and position from its lane
+            // one split: O and the LSE straight out, rows one by one (warp-uniform), a 4-column chunk per lane; a
+            // row's head and position from its lane (split partials took the direct stores above)
             const int rows = m_end - m_begin;
-            if (partial)
-            {
-                // fp32 partial O and this split's LSE (-inf where it saw no key) for the merge in the grid or the
-                // combine kernel
-                const SplitParams& sp = p.split;
-                const int64_t row0 = p.seq.is_group ? seq.q_row0 : 0;
-                float* o_acc = sp.o_acc + split * sp.o_acc_split_stride +
-                               (p.seq.is_group ? 0 : bidb * sp.o_acc_batch_stride);
-                float* lse_acc = sp.lse_acc + split * sp.lse_acc_split_stride +
-                                 (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride);
-                for (int tr = 0; tr < rows; ++tr)
-                {
-                    const int h = __shfl_sync(0xffffffff, row_h, tr), q = __shfl_sync(0xffffffff, row_q, tr);
-                    float* orow = o_acc + h * sp.o_acc_head_stride + (row0 + q) * sp.o_acc_row_stride;
-                    for (int col = 4 * tidx; col < p.hdim_v; col += 128)
-                    {
-                        const float4 x = *reinterpret_cast<const float4*>(s_part + tr * kLd + col);
-                        orow[col] = x.x, orow[col + 1] = x.y, orow[col + 2] = x.z, orow[col + 3] = x.w;
-                    }
-                }
-                if (tidx < rows)
-                    lse_acc[row_h * sp.lse_acc_head_stride + row0 + row_q] = s_lse[tidx];
-                if (sp.merge_counters != nullptr)
-                    merge_in_grid(rows);
-                MHA_STAMP(kStampEnd);
-                return;
-            }
-            // one split: O and the LSE straight out
             for (int tr = 0; tr < rows; ++tr)
             {
                 const int h = __shfl_sync(0xffffffff, row_h, tr), q = __shfl_sync(0xffffffff, row_q, tr);

@@ -12,6 +12,7 @@
 // split grid itself (merge_splits_in_grid below), with the same arithmetic (merge_lse / merge_weight).
 
 #include "../common/fwd_params.h"
+#include "stamps.cuh"
 
 #include <cmath>
 #include <cstdint>
@@ -191,6 +192,7 @@ __device__ void merge_splits_in_grid(const SplitParams& sp, unsigned* counter, c
     static_assert(kMaxSplits < 0x10000, "the count takes the counter's low 16 bits");
     const unsigned n = unsigned(sp.num_splits);
     __syncwarp(); // every lane's partial stores, ordered before lane 0's release below
+    MHA_STAMP(kStampPartial);
     unsigned gen = 0, last = 0;
     if (threadIdx.x == 0)
     {
@@ -198,12 +200,14 @@ __device__ void merge_splits_in_grid(const SplitParams& sp, unsigned* counter, c
         gen = old >> 16, last = (old & 0xffffu) == n - 1;
         if (last) // every partial is in (acquired above): count 0, next generation (16 bits: it wraps, != below)
             asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(counter), "r"(0x10000u - n) : "memory");
+        MHA_STAMP(kStampMerge, int(old)); // counted in
     }
     auto wait = [&] {
         if (threadIdx.x == 0 && !last)
             while (load_acquire_gpu(counter) >> 16 == gen)
                 ;
         __syncwarp();
+        MHA_STAMP(kStampMergeLse); // every split is in
     };
     if (n > 64)
         merge_chunks<Element, 32>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
@@ -213,6 +217,7 @@ __device__ void merge_splits_in_grid(const SplitParams& sp, unsigned* counter, c
         merge_chunks<Element, 8>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
     else
         merge_chunks<Element, 4>(sp, o_acc, lse_acc, sink, hdim_v, split, rows, row_of, wait);
+    MHA_STAMP(kStampStored);
 }
 
 template <typename Element>

@@ -26,8 +26,10 @@ namespace mha::ck {
 
 // The points: CTA start, key count known, first copies issued, first block landed, key loop ended, merge started
 // (after the cluster barrier), CTA end, in the cluster merge the splits' LSEs loaded and O stored, (transposed
-// decode step) the Q tile landed, the first kernel parameter loaded, the split's block range known, and the first
-// block issued at entry (kRingEarly). The slot after the points holds the SM id.
+// decode step) the Q tile landed, the first kernel parameter loaded, the split's block range known, the first
+// block issued at entry (kRingEarly), the last block landed, and in the merge inside the grid (splitkv_combine.cuh)
+// the partial stored, then "merge" = counted in, "m:lse" = every split in, "m:stored" = its chunks stored. The slot
+// after the points holds the SM id.
 enum StampPoint
 {
     kStampStart,
@@ -37,13 +39,14 @@ enum StampPoint
     kStampLoopEnd,
     kStampMerge,
     kStampEnd,
-    kStampMergeLse, // cluster merge: the splits' LSEs loaded
-    kStampStored,   // cluster merge: O stored
+    kStampMergeLse, // cluster merge: the splits' LSEs loaded (merge in the grid: every split counted in)
+    kStampStored,   // cluster merge / merge in the grid: O stored
     kStampQ,        // transposed decode step: the Q tile has landed (before the first block's wait)
     kStampParam,    // the first kernel parameter loaded
     kStampRange,    // the split's key block range known
     kStampEarly,    // kRingEarly: this warp's first block issued at kernel entry
     kStampLast,     // the last key block waited for had landed (stamped at every block; the last one stays)
+    kStampPartial,  // merge in the grid: this split's partial stored (before it counts itself in)
     kStampPoints
 };
 
@@ -141,7 +144,7 @@ static inline void print_stamps(dim3 grid, int splits)
         std::printf("[stamps] first CTA start %.2f us after the spin kernel's end\n", (t0 - spin) * 1e-3);
     const char* names[kStampPoints] = {"start",    "key count", "issued", "first",   "loop end",
                                        "merge",    "end",       "m:lse",  "m:stored", "q landed",
-                                       "param",    "range",     "early",   "last"};
+                                       "param",    "range",     "early",   "last",     "partial"};
     for (int k = 0; k < kStampPoints; ++k)
     {
         std::vector<double> c;
@@ -151,7 +154,7 @@ static inline void print_stamps(dim3 grid, int splits)
                 c.push_back(us);
         row(names[k], c);
     }
-    std::vector<double> first_wait, loop, merge_wait, last_math, merge_run;
+    std::vector<double> first_wait, loop, merge_wait, last_math, merge_run, part_store, arrive;
     std::vector<int> per_sm(1024, 0);
     for (size_t i = 0; i < n; ++i)
     {
@@ -166,6 +169,10 @@ static inline void print_stamps(dim3 grid, int splits)
             last_math.push_back(c - a);
         if (at(i, kStampMerge, d) && at(i, kStampEnd, c))
             merge_run.push_back(c - d);
+        if (at(i, kStampLoopEnd, c) && at(i, kStampPartial, a))
+            part_store.push_back(a - c);
+        if (at(i, kStampPartial, a) && at(i, kStampMerge, d))
+            arrive.push_back(d - a);
         per_sm[v[i * kStampSlots + kStampPoints] % 1024]++;
     }
     row("d:first", first_wait);
@@ -173,6 +180,8 @@ static inline void print_stamps(dim3 grid, int splits)
     row("d:mwait", merge_wait);
     row("d:lastblk", last_math); // last block landed -> loop end (its math)
     row("d:merge", merge_run);   // merge start -> end
+    row("d:partial", part_store); // merge in the grid: loop end -> partial stored
+    row("d:arrive", arrive);      // merge in the grid: partial stored -> counted in
     // MHA_STAMPS_RAW=FILE: every CTA's row (CTA index, SM id, the points in ns after t0 or -1) for offline analysis
     if (const char* raw = std::getenv("MHA_STAMPS_RAW"))
         if (FILE* f = std::fopen(raw, "w"))
