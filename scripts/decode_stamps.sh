@@ -7,7 +7,9 @@
 # also writes every CTA's row (CTA index, SM id, each point in ns after the first start) for offline analysis, and
 # MHA_STAMPS_LAND=FILE one row per warp (the first 4096): its index, SM id, then for each of its first 64 key blocks
 # the ns after the first start at which its wait began and ended (-1 -1 past its last block; a wait that ended at
-# once found the block already landed).
+# once found the block already landed). Splits that merge inside the grid (b=1..4 decode steps) also stamp their
+# partial stored, counted in ("merge"), every split in ("m:lse") and their chunks stored ("m:stored"); d:partial and
+# d:arrive are the loop end -> partial stored and partial stored -> counted in intervals.
 # Usage: bash scripts/decode_stamps.sh ["B KEYS [more benchmark flags]" ...]   (default: "16 1024" "1 8192")
 # Builds with scripts/decode_build.sh (CUTLASS_DIR or the .carry wheel); STAMPS_DIR (default /tmp/mha_stamps) holds
 # the build, STAMPS_FLAGS adds nvcc flags (experiments).
