@@ -953,7 +953,8 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             }
             MHA_STAMP(kStampLoopEnd);
 
-            // normalise (as OnlineSoftmax::finalize), partial O and LSE to s_part / s_lse
+            // normalise (as OnlineSoftmax::finalize); then a split partial straight out (direct), else O and the LSE
+            // through s_part / s_lse
             const bool partial = p.split.num_splits > 1;
             const float sink = Kt::kOther && p.mod.sink != nullptr && !partial ? p.mod.sink[bidh] : -INFINITY;
             // Both rows' sums over their 8 lanes, interleaved (3 dependent shuffle steps, not 6); without a sink

@@ -78,14 +78,14 @@ __device__ __forceinline__ float merge_weight(float lse_s, float lse_keys)
 
 // ---- The merge inside the split grid (decode tile, sm_90; fwd_launch.cuh launches the split grid cooperatively, so
 // every CTA of it is resident at once) ----
-// Each split CTA writes its partial, counts itself in on the tile's counter (its low 16 bits), waits until the tile's
-// num_splits CTAs are in, and merges its share of the tile's (row, 4-column) chunks (chunks split, split + n, split +
-// 2n, ...). The counter's high 16 bits are a generation: the CTA that counts itself in last sets the count back to 0
-// and advances the generation in one release add, and the others wait for the count to reach num_splits or for the
-// generation they counted themselves in under to pass, so no CTA counts itself out (that returning atomic held every CTA's exit; H100, same call, KV GB/s,
-// three passes: b=1 1k 349-350 -> 353-354, 2k 625-630 -> 632-640, 8k 1573-1588 -> 1585, 32k / 128k and b=2 / b=4 even;
-// twentieth session). The counters are the library's (fwd_params.h: SplitParams::merge_counters), zero from the
-// module's load; between calls their counts are 0.
+// Each split CTA writes its partial, counts itself in on the tile's counter (its low 16 bits), waits until the
+// tile's num_splits CTAs are in, and merges its share of the tile's (row, 4-column) chunks (chunks split, split + n,
+// split + 2n, ...). The counter's high 16 bits are a generation: the CTA that counts itself in last sets the count
+// back to 0 and advances the generation in one release add, and the others wait for the count to reach num_splits or
+// for the generation they counted themselves in under to pass, so no CTA counts itself out (that returning atomic
+// held every CTA's exit; H100, same call, KV GB/s, three passes: b=1 1k 349-350 -> 353-354, 2k 625-630 -> 632-640,
+// 8k 1573-1588 -> 1585, 32k / 128k and b=2 / b=4 even; twentieth session). The counters are the library's
+// (fwd_params.h: SplitParams::merge_counters), zero from the module's load; between calls their counts are 0.
 
 struct MergeRow
 {
