@@ -10,7 +10,17 @@
 //   cpasync       cp.async.cg 16 bytes per lane, each warp instruction 512 consecutive bytes,
 //   cpasync_half  the same copies in the order of tma_ef's two boxes (bytes 0-127 of every row, then 128-255),
 //   ldg           plain 16-byte streaming loads into registers (32 per lane per block; ptxas keeps 64 registers, so
-//                 not all in flight at once), no shared memory.
+//                 not all in flight at once), no shared memory,
+// then the order the blocks are read in, with bulk copies (bulk_read below):
+//   bulk          one 8 KB bulk copy (no tensor map) per block and tensor, each warp its own region (as above),
+//   bulk_dyn      blocks claimed at run time from one global counter, region after region: the grid's requests walk
+//                 the cache front to back,
+//   bulk_dyn_nmaj the same claims, the n-th block of every region first,
+//   gG_COPY       static groups of G warps sweeping one region at a time, blocks interleaved (g4 with 4 warps per
+//                 CTA: the decode kernel's b=16 warp splits), COPY: bulk, row256 (one 256-byte copy per row into a
+//                 padded layout), tmaef, tmarow,
+//   dynG          groups of G warps, each group claiming its regions' blocks from its own counter,
+//   chunkC[_tmaef] one global counter as bulk_dyn, C consecutive blocks per claim.
 // Every method reads every byte once; the warp folds one word per lane of each landed block (ldg: all it loaded) into
 // a printed XOR (so nothing is elided; the ring methods fold the same words). Prints GB/s (K + V bytes / kernel time
 // between events, median of 9 after a warm-up, the L2 swept before each run), after a line naming the GPU, its
@@ -20,6 +30,15 @@
 // the methods are within 1-2% (H200: all 4577-4583). The decode kernel with cp.async fills (branch cpasync-wip) read
 // no faster than with tensor copies (H100 b=16 1k-8k, H200 b=16 1k-32k, both layouts): the kernel's b=16 1k time
 // is not set by how its loads are issued.
+// Twenty-ninth session (five H100s; 512 regions, 128 CTAs of 4 warps unless named): every static order reads the same
+// (at 32768 keys, b=16 128k's 8.6 GB: 3034-3129 GB/s over tma_ef, tma_row, cpasync, bulk and gG_*; 132 CTAs or 512
+// one-warp CTAs the same), while claims from one global counter read 3161-3184 (bulk_dyn, chunk1, chunk2; +2-3%) at
+// 8192 and 32768 keys, in one-warp CTAs too; 2048 keys +1.5-3.5% (3113-3120 vs 2997-3069), 1024 keys +1.5-3%
+// (3017-3041 vs 2907-3001); 256 keys (b=16 1k) even. The gain needs few regions in flight and fine claims: dyn128
+// (4 regions at once) 3126-3165, dyn32 3046-3140, dyn4 (a counter per CTA) 3009-3050; chunk4 3126-3148, chunk8
+// 3117-3127, chunk16 3109-3118. So it is the requests' order at the DRAM (a compact window walked front to back), not
+// the balance between SMs (bulk_dyn_nmaj, balanced too: 3106-3112). The decode kernel (b=16 / b=64 128k: 3100-3139
+// GB/s) sits between the two. README, decode section.
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -cudart static -o read_probe scripts/read_probe.cu
 //   ./read_probe [keys per region, a multiple of 32; default 16384] [regions; default 512] [warps per CTA; default 1]
 #include <cuda.h>
@@ -150,6 +169,158 @@ __global__ void tma_read(const __grid_constant__ Maps m, int blocks, uint32_t* o
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
         issue(n + kStages, st);
+    }
+    atomicXor(out, acc);
+}
+
+// Bulk copies in a chosen order: which blocks each warp reads, and when, separated from how they are copied.
+// kOrder (which block a warp's i-th stage holds):
+//   0  its own region, front to back (the static partition of the methods above);
+//   1  the next block of one counter for the grid, regions one after another: the grid's requests walk the cache
+//      front to back in issue order (claimed a block ahead, one global atomic per 16 KB);
+//   2  the same counter, the n-th block of every region before any region's (n+1)-th;
+//   3  static groups: `group` consecutive warps sweep regions q, q + W / group, ... together, member m taking blocks
+//      m, m + group, ... of each (group 4 with 4 warps per CTA is the decode kernel's b=16 interleave);
+//   4  the same groups, each claiming its regions' blocks from a counter of its own;
+//   5  as 1, in chunks of `group` consecutive blocks per claim.
+// kCopy (how a block lands): 0 one 8 KB bulk copy per tensor (lane 0); 1 one 256-byte bulk copy per key row and
+// tensor, one row per lane, into rows 272 bytes apart (a padded layout ldmatrix reads without bank conflicts, where
+// the decode kernel's tensor copies use the 128-byte swizzle); 2 the decode kernel's tensor copies (two 128-byte-wide
+// boxes per tensor, L2 evict-first, lane 0); 3 one 3-d box per tensor in address order (tma_row).
+constexpr int kPadRow = kRowBytes + 16, kPadBlock = kRows * kPadRow;
+constexpr int kWarpSmemPad = (kStages * 2 * kPadBlock + 1023) / 1024 * 1024 + 1024;
+template <int kOrder, int kCopy = 0>
+__global__ void bulk_read(const char* k, const char* v, int blocks, int regions, unsigned* counter, uint32_t* out,
+                          int group, const __grid_constant__ Maps m, const __grid_constant__ Maps m3)
+{
+    constexpr int kTensorBytes = kCopy == 1 ? kPadBlock : kBlockBytes; // a stage's K, then V
+    extern __shared__ __align__(1024) char smem_all[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, region = blockIdx.x * (blockDim.x / 32) + warp;
+    char* smem = smem_all + warp * (kCopy == 1 ? kWarpSmemPad : kWarpSmem);
+    uint64_t* bars = reinterpret_cast<uint64_t*>(smem + (kCopy == 1 ? kWarpSmemPad - 1024 : kStages * 2 * kBlockBytes));
+    uint64_t policy = 0;
+    if (kCopy == 2)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    if (lane == 0)
+    {
+        for (int s = 0; s < kStages; ++s)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(saddr(bars + s)));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    const long total = long(blocks) * regions;
+    // kOrder 5: the next chunk is claimed when a chunk's first block is taken (lane 0's state)
+    long chunk_next = 0, chunk_g = 0;
+    int chunk_left = 0;
+    if (kOrder == 5 && lane == 0)
+        chunk_next = long(atomicAdd(counter, 1u)) * group;
+    // the block stage i holds: its index in [0, total) in kOrder's numbering (>= total: none), known to every lane
+    auto claim = [&](int i) -> long {
+        long g = 0;
+        if constexpr (kOrder == 0)
+            g = i < blocks ? long(region) * blocks + i : total;
+        else if constexpr (kOrder == 3)
+        {
+            // groups of `group` consecutive warps sweep regions q, q + W / group, ...; member m of a group takes
+            // blocks m, m + group, ... of each (blocks and W divisible by group)
+            const int per = blocks / group, q = region / group, m = region % group;
+            const long r = q + long(regions / group) * (i / per);
+            g = r < regions ? r * blocks + m + long(group) * (i % per) : total;
+        }
+        else if constexpr (kOrder == 4)
+        {
+            // claims from the group's own counter: its regions q, q + W / group, ... front to back
+            const int q = region / group;
+            if (lane == 0)
+            {
+                const long c = atomicAdd(counter + q, 1u), r = q + long(regions / group) * (c / blocks);
+                g = r < regions ? r * blocks + c % blocks : total;
+            }
+        }
+        else if constexpr (kOrder == 5)
+        {
+            if (lane == 0)
+            {
+                if (chunk_left == 0)
+                {
+                    chunk_g = chunk_next, chunk_left = group;
+                    chunk_next = long(atomicAdd(counter, 1u)) * group;
+                }
+                g = min(chunk_g++, total);
+                --chunk_left;
+            }
+        }
+        else if (lane == 0)
+            g = atomicAdd(counter, 1u);
+        return kOrder == 0 || kOrder == 3 ? g : __shfl_sync(0xffffffffu, g, 0);
+    };
+    auto issue = [&](long g, int st) {
+        if (g >= total || (kCopy != 1 && lane != 0))
+            return;
+        // kOrder 2 numbers blocks n-major: g = n * regions + r
+        const long blk = kOrder == 2 ? g % regions * long(blocks) + g / regions : g;
+        const long off = blk * kBlockBytes;
+        const uint32_t bar = saddr(bars + st);
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(2 * kBlockBytes)
+                         : "memory");
+        char* dst = smem + st * 2 * kTensorBytes;
+        if constexpr (kCopy == 0)
+        {
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(saddr(dst)), "l"(k + off), "r"(kBlockBytes), "r"(bar) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(saddr(dst + kBlockBytes)), "l"(v + off), "r"(kBlockBytes), "r"(bar) : "memory");
+        }
+        else if constexpr (kCopy == 1)
+        {
+            // the expect_tx above comes first in lane 0's program order; other lanes' copies may complete before
+            // it: the barrier's tx count goes negative and the phase still waits for the arrival
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(saddr(dst + lane * kPadRow)), "l"(k + off + lane * kRowBytes), "r"(kRowBytes),
+                         "r"(bar) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(saddr(dst + kPadBlock + lane * kPadRow)), "l"(v + off + lane * kRowBytes),
+                         "r"(kRowBytes), "r"(bar) : "memory");
+        }
+        else
+        {
+            const int row = int(blk * kRows);
+            for (int t = 0; t < 2; ++t)
+            {
+                if constexpr (kCopy == 3)
+                    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(saddr(dst + t * kBlockBytes)),
+                                 "l"(reinterpret_cast<uint64_t>(t == 0 ? &m3.k : &m3.v)), "r"(0), "r"(0), "r"(row),
+                                 "r"(bar)
+                                 : "memory");
+                else
+                    for (int c = 0; c < 2; ++c)
+                        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                                     ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;"
+                                     ::"r"(saddr(dst + t * kBlockBytes + c * (kBlockBytes / 2))),
+                                     "l"(reinterpret_cast<uint64_t>(t == 0 ? &m.k : &m.v)), "r"(c * 64), "r"(row),
+                                     "r"(bar), "l"(policy)
+                                     : "memory");
+            }
+        }
+    };
+    long held[kStages];
+    for (int s = 0; s < kStages; ++s)
+        issue(held[s] = claim(s), s);
+    uint32_t acc = 0;
+    for (int n = 0;; ++n)
+    {
+        const int st = n % kStages;
+        if (held[st] >= total) // claims grow along a warp's sequence: nothing later either
+            break;
+        bar_wait(saddr(bars + st), (n / kStages) & 1);
+        const char* stage = smem + st * 2 * kTensorBytes;
+        acc ^= *reinterpret_cast<const uint32_t*>(stage + lane * 4) ^
+               *reinterpret_cast<const uint32_t*>(stage + kTensorBytes + lane * 4);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+        issue(held[st] = claim(n + kStages), st);
     }
     atomicXor(out, acc);
 }
@@ -301,6 +472,19 @@ int main(int argc, char** argv)
     CK(cudaFuncSetAttribute(tma_read<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CK(cudaFuncSetAttribute(cpasync_read<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CK(cudaFuncSetAttribute(cpasync_read<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<5, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const int smem_pad = per * kWarpSmemPad;
+    CK(cudaFuncSetAttribute(bulk_read<3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_pad));
+    CK(cudaFuncSetAttribute(bulk_read<3, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<3, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    unsigned* counter;
+    CK(cudaMalloc(&counter, 4 * warps));
 
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
@@ -323,14 +507,31 @@ int main(int argc, char** argv)
                 "%.2f GB), %d CTAs of %d warps\n",
                 prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, driver, clusters, warps, keys,
                 2.0 * bytes / 1e9, ctas, per);
-    const char* names[] = {"tma_ef", "tma", "tma_row", "cpasync", "cpasync_half", "ldg"};
-    for (int meth = 0; meth < 6; ++meth)
+    const char* names[] = {"tma_ef", "tma", "tma_row", "cpasync", "cpasync_half", "ldg", "bulk", "bulk_dyn",
+                           "bulk_dyn_nmaj"};
+    // then groups of warps sweeping regions together (bulk_read kOrder 3, static; 4, claimed at run time)
+    const int sgroups[] = {1, 4, 8}, dgroups[] = {4, 32, 128, 512}, chunks[] = {1, 2, 4, 8, 16, 32};
+    const char* copies[] = {"bulk", "row256", "tmaef", "tmarow"};
+    for (int meth = 0; meth < 9 + 12 + 4 + 12; ++meth)
     {
+        const int group = meth < 9    ? 0
+                          : meth < 21 ? sgroups[(meth - 9) % 3]
+                          : meth < 25 ? dgroups[meth - 21]
+                                      : chunks[(meth - 25) % 6];
+        const int copy  = meth < 9 || meth >= 21 ? 0 : (meth - 9) / 3;
+        if (meth >= 9 && meth < 25 && (blocks % group != 0 || warps % group != 0))
+            continue;
+        char name[32];
+        std::snprintf(name, sizeof name, "%s", meth < 9 ? names[meth] : "");
+        if (meth >= 9)
+            std::snprintf(name, sizeof name, meth < 21 ? "g%d_%s" : meth < 25 ? "dyn%d" : "chunk%d%s", group,
+                          meth < 21 ? copies[copy] : meth < 31 ? "" : "_tmaef");
         std::vector<float> ms;
         for (int it = 0; it < 10; ++it)
         {
             sweep<<<prop.multiProcessorCount * 4, 512>>>(sw, sweep_n, out);
             CK(cudaMemset(out, 0, 4));
+            CK(cudaMemset(counter, 0, 4 * warps));
             CK(cudaEventRecord(e0));
             const dim3 grid(ctas), block(32 * per);
             if (meth == 0)
@@ -343,6 +544,26 @@ int main(int argc, char** argv)
                 cpasync_read<false><<<grid, block, smem>>>(k, v, blocks, out);
             else if (meth == 4)
                 cpasync_read<true><<<grid, block, smem>>>(k, v, blocks, out);
+            else if (meth == 6)
+                bulk_read<0><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, 1, maps[0], maps[1]);
+            else if (meth == 7)
+                bulk_read<1><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, 1, maps[0], maps[1]);
+            else if (meth == 8)
+                bulk_read<2><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, 1, maps[0], maps[1]);
+            else if (meth >= 31)
+                bulk_read<5, 2><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
+            else if (meth >= 25)
+                bulk_read<5><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
+            else if (meth >= 21)
+                bulk_read<4><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
+            else if (meth >= 9 && copy == 0)
+                bulk_read<3><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
+            else if (meth >= 9 && copy == 1)
+                bulk_read<3, 1><<<grid, block, smem_pad>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
+            else if (meth >= 9 && copy == 2)
+                bulk_read<3, 2><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
+            else if (meth >= 9 && copy == 3)
+                bulk_read<3, 3><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
             else
                 ldg_read<<<grid, block>>>(reinterpret_cast<const uint4*>(k), reinterpret_cast<const uint4*>(v),
                                           blocks, out);
@@ -357,7 +578,7 @@ int main(int argc, char** argv)
         uint32_t got;
         CK(cudaMemcpy(&got, out, 4, cudaMemcpyDeviceToHost));
         std::sort(ms.begin(), ms.end());
-        std::printf("%-12s %8.1f GB/s  (median %.4f ms, min %.4f)  xor %08x\n", names[meth],
+        std::printf("%-12s %8.1f GB/s  (median %.4f ms, min %.4f)  xor %08x\n", name,
                     2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9, ms[ms.size() / 2], ms[0], got);
     }
     return 0;

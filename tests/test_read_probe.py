@@ -1,6 +1,6 @@
 """scripts/read_probe.cu (the pure-read probe of the decode cache's load methods): it builds with nvcc for sm_90a,
 refuses bad arguments with its usage and exit status 2, and on an sm_90 GPU reports a positive bandwidth for each of
-its six methods."""
+its methods (the six load methods, then the bulk-copy orders)."""
 import os
 import re
 import shutil
@@ -41,8 +41,13 @@ def test_read_probe_reports_every_method(probe):
     assert r.returncode == 0, r.stderr
     assert re.search(r"\d+ SMs, L2 \d+ MB, driver \d+, -?\d+ clusters of 4", r.stdout), r.stdout
     rates = dict(re.findall(r"^(\w+)\s+([\d.]+) GB/s", r.stdout, re.M))
-    assert set(rates) == {"tma_ef", "tma", "tma_row", "cpasync", "cpasync_half", "ldg"}, r.stdout
+    # 64 blocks per region, 264 regions: the static groups of 1 / 4 / 8 and the per-CTA counters (dyn4) divide them
+    copies = ("bulk", "row256", "tmaef", "tmarow")
+    expect = {"tma_ef", "tma", "tma_row", "cpasync", "cpasync_half", "ldg", "bulk", "bulk_dyn", "bulk_dyn_nmaj",
+              "dyn4"} | {f"g{g}_{c}" for g in (1, 4, 8) for c in copies} | \
+             {f"chunk{c}{t}" for c in (1, 2, 4, 8, 16, 32) for t in ("", "_tmaef")}
+    assert set(rates) == expect, r.stdout
     # every method read the same bytes: the folded words agree (ldg folds all it loaded, so its word differs)
     words = dict(re.findall(r"^(\w+)\s+[\d.]+ GB/s.*xor ([0-9a-f]{8})", r.stdout, re.M))
-    assert len({words[m] for m in ("tma_ef", "tma", "tma_row", "cpasync", "cpasync_half")}) == 1, r.stdout
+    assert len({words[m] for m in expect - {"ldg"}}) == 1, r.stdout
     assert all(float(v) > 0 for v in rates.values()), r.stdout
