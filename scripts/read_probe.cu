@@ -20,7 +20,10 @@
 //                 CTA: the decode kernel's b=16 warp splits), COPY: bulk, row256 (one 256-byte copy per row into a
 //                 padded layout), tmaef, tmarow,
 //   dynG          groups of G warps, each group claiming its regions' blocks from its own counter,
-//   chunkC[_tmaef] one global counter as bulk_dyn, C consecutive blocks per claim.
+//   chunkC[_tmaef] one global counter as bulk_dyn, C consecutive blocks per claim,
+//   pacedKW       static: warp w takes blocks w, w + W, ... of the whole cache (region after region) and issues
+//                 block g once the grid has consumed g - K W blocks (one global count per consumed block; tma_ef's
+//                 copies).
 // Every method reads every byte once; the warp folds one word per lane of each landed block (ldg: all it loaded) into
 // a printed XOR (so nothing is elided; the ring methods fold the same words). Prints GB/s (K + V bytes / kernel time
 // between events, median of 9 after a warm-up, the L2 swept before each run), after a line naming the GPU, its
@@ -37,8 +40,10 @@
 // (3017-3041 vs 2907-3001); 256 keys (b=16 1k) even. The gain needs few regions in flight and fine claims: dyn128
 // (4 regions at once) 3126-3165, dyn32 3046-3140, dyn4 (a counter per CTA) 3009-3050; chunk4 3126-3148, chunk8
 // 3117-3127, chunk16 3109-3118. So it is the requests' order at the DRAM (a compact window walked front to back), not
-// the balance between SMs (bulk_dyn_nmaj, balanced too: 3106-3112). The decode kernel (b=16 / b=64 128k: 3100-3139
-// GB/s) sits between the two. README, decode section.
+// the balance between SMs (bulk_dyn_nmaj, balanced too: 3106-3112). A static order kept compact by pacing reads as
+// much (paced2W 3193-3194 at 32768 keys, 3176 at 8192, 3085 at 2048; paced8W 3122-3136), so the order can be fixed
+// (deterministic). The decode kernel (b=16 / b=64 128k: 3100-3139 GB/s) sits between the two; a decode prototype in
+// the paced order (branch sweep-wip) did not gain on it. README, decode section.
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -cudart static -o read_probe scripts/read_probe.cu
 //   ./read_probe [keys per region, a multiple of 32; default 16384] [regions; default 512] [warps per CTA; default 1]
 #include <cuda.h>
@@ -182,7 +187,11 @@ __global__ void tma_read(const __grid_constant__ Maps m, int blocks, uint32_t* o
 //   3  static groups: `group` consecutive warps sweep regions q, q + W / group, ... together, member m taking blocks
 //      m, m + group, ... of each (group 4 with 4 warps per CTA is the decode kernel's b=16 interleave);
 //   4  the same groups, each claiming its regions' blocks from a counter of its own;
-//   5  as 1, in chunks of `group` consecutive blocks per claim.
+//   5  as 1, in chunks of `group` consecutive blocks per claim;
+//   6  static, warp w taking blocks w, w + W, w + 2 W, ... of the whole cache (region after region), paced: a warp
+//      issues block g only once the grid has consumed g - `group` blocks (one global count per consumed block), so
+//      the warps cannot drift apart (group >= 2 W: a warp's first two blocks go at once, and the lowest pending
+//      block can always go; every warp must be resident).
 // kCopy (how a block lands): 0 one 8 KB bulk copy per tensor (lane 0); 1 one 256-byte bulk copy per key row and
 // tensor, one row per lane, into rows 272 bytes apart (a padded layout ldmatrix reads without bank conflicts, where
 // the decode kernel's tensor copies use the 128-byte swizzle); 2 the decode kernel's tensor copies (two 128-byte-wide
@@ -250,9 +259,23 @@ __global__ void bulk_read(const char* k, const char* v, int blocks, int regions,
                 --chunk_left;
             }
         }
+        else if constexpr (kOrder == 6)
+        {
+            g = region + long(regions) * i;
+            if (g < total && lane == 0)
+                while (true)
+                {
+                    unsigned done;
+                    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(done) : "l"(counter) : "memory");
+                    if (long(done) + group >= g)
+                        break;
+                    __nanosleep(32);
+                }
+            __syncwarp();
+        }
         else if (lane == 0)
             g = atomicAdd(counter, 1u);
-        return kOrder == 0 || kOrder == 3 ? g : __shfl_sync(0xffffffffu, g, 0);
+        return kOrder == 0 || kOrder == 3 || kOrder == 6 ? g : __shfl_sync(0xffffffffu, g, 0);
     };
     auto issue = [&](long g, int st) {
         if (g >= total || (kCopy != 1 && lane != 0))
@@ -318,6 +341,8 @@ __global__ void bulk_read(const char* k, const char* v, int blocks, int regions,
         const char* stage = smem + st * 2 * kTensorBytes;
         acc ^= *reinterpret_cast<const uint32_t*>(stage + lane * 4) ^
                *reinterpret_cast<const uint32_t*>(stage + kTensorBytes + lane * 4);
+        if (kOrder == 6 && lane == 0)
+            asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
         issue(held[st] = claim(n + kStages), st);
@@ -479,6 +504,7 @@ int main(int argc, char** argv)
     CK(cudaFuncSetAttribute(bulk_read<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CK(cudaFuncSetAttribute(bulk_read<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CK(cudaFuncSetAttribute(bulk_read<5, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(bulk_read<6, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const int smem_pad = per * kWarpSmemPad;
     CK(cudaFuncSetAttribute(bulk_read<3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_pad));
     CK(cudaFuncSetAttribute(bulk_read<3, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -510,22 +536,26 @@ int main(int argc, char** argv)
     const char* names[] = {"tma_ef", "tma", "tma_row", "cpasync", "cpasync_half", "ldg", "bulk", "bulk_dyn",
                            "bulk_dyn_nmaj"};
     // then groups of warps sweeping regions together (bulk_read kOrder 3, static; 4, claimed at run time)
-    const int sgroups[] = {1, 4, 8}, dgroups[] = {4, 32, 128, 512}, chunks[] = {1, 2, 4, 8, 16, 32};
+    const int sgroups[] = {1, 4, 8}, dgroups[] = {4, 32, 128, 512}, chunks[] = {1, 2, 4, 8, 16, 32},
+              slacks[] = {2, 3, 4, 8}; // paced: slack in multiples of W
     const char* copies[] = {"bulk", "row256", "tmaef", "tmarow"};
-    for (int meth = 0; meth < 9 + 12 + 4 + 12; ++meth)
+    for (int meth = 0; meth < 9 + 12 + 4 + 12 + 4; ++meth)
     {
         const int group = meth < 9    ? 0
                           : meth < 21 ? sgroups[(meth - 9) % 3]
                           : meth < 25 ? dgroups[meth - 21]
-                                      : chunks[(meth - 25) % 6];
+                          : meth < 37 ? chunks[(meth - 25) % 6]
+                                      : slacks[meth - 37] * warps;
         const int copy  = meth < 9 || meth >= 21 ? 0 : (meth - 9) / 3;
         if (meth >= 9 && meth < 25 && (blocks % group != 0 || warps % group != 0))
             continue;
         char name[32];
         std::snprintf(name, sizeof name, "%s", meth < 9 ? names[meth] : "");
-        if (meth >= 9)
+        if (meth >= 9 && meth < 37)
             std::snprintf(name, sizeof name, meth < 21 ? "g%d_%s" : meth < 25 ? "dyn%d" : "chunk%d%s", group,
                           meth < 21 ? copies[copy] : meth < 31 ? "" : "_tmaef");
+        if (meth >= 37)
+            std::snprintf(name, sizeof name, "paced%dW", slacks[meth - 37]);
         std::vector<float> ms;
         for (int it = 0; it < 10; ++it)
         {
@@ -550,6 +580,8 @@ int main(int argc, char** argv)
                 bulk_read<1><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, 1, maps[0], maps[1]);
             else if (meth == 8)
                 bulk_read<2><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, 1, maps[0], maps[1]);
+            else if (meth >= 37)
+                bulk_read<6, 2><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
             else if (meth >= 31)
                 bulk_read<5, 2><<<grid, block, smem>>>(k, v, blocks, warps, counter, out, group, maps[0], maps[1]);
             else if (meth >= 25)

@@ -45,7 +45,8 @@ def test_read_probe_reports_every_method(probe):
     copies = ("bulk", "row256", "tmaef", "tmarow")
     expect = {"tma_ef", "tma", "tma_row", "cpasync", "cpasync_half", "ldg", "bulk", "bulk_dyn", "bulk_dyn_nmaj",
               "dyn4"} | {f"g{g}_{c}" for g in (1, 4, 8) for c in copies} | \
-             {f"chunk{c}{t}" for c in (1, 2, 4, 8, 16, 32) for t in ("", "_tmaef")}
+             {f"chunk{c}{t}" for c in (1, 2, 4, 8, 16, 32) for t in ("", "_tmaef")} | \
+             {f"paced{k}W" for k in (2, 3, 4, 8)}
     assert set(rates) == expect, r.stdout
     # every method read the same bytes: the folded words agree (ldg folds all it loaded, so its word differs)
     words = dict(re.findall(r"^(\w+)\s+[\d.]+ GB/s.*xor ([0-9a-f]{8})", r.stdout, re.M))
