@@ -31,14 +31,14 @@ struct paged_attention_args
     const void* key_cache;
     const void* value_cache;
     void* out;                     // [num_seqs, num_heads, head_size], head dim contiguous
-    const int32_t* block_tables;   // [num_seqs, block_tables_stride] int32 block ids
+    const int32_t* block_tables;   // [num_seqs, block_tables_stride] int32 block ids (4-byte aligned, as context_lens)
     const int32_t* context_lens;   // [num_seqs] int32 tokens per sequence; device data, so not checked: each must be
                                    // <= max_context_len (paged_attention_v1 ignores tokens past its partitions) and
                                    // <= block_size * block_tables_stride (pa_fwd_asm reads that many table entries)
     const float* alibi_slopes;     // [num_heads] fp32, or nullptr
     void* workspace;               // paged_attention_v1 with more than one partition; 16-byte aligned
     int64_t workspace_bytes;
-    int num_seqs, num_heads, num_kv_heads, head_size, block_size, block_tables_stride;
+    int num_seqs, num_heads, num_kv_heads, head_size, block_size, block_tables_stride; // num_seqs, num_heads <= 65535
     int max_context_len;
     int partition_size;            // paged_attention_v1: tokens per partition, a multiple of block_size, <= 1024
     int64_t q_stride_seq, q_stride_head, o_stride_seq, o_stride_head;

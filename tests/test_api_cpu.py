@@ -20,7 +20,7 @@ EXPECTED = {
     "bias_bad": "bias_type must be 0 (none)",
     "null_q": "q_ptr and o_ptr must not be null",
     "null_lse": "has_lse is set but lse_ptr is null",
-    "neg_seqlen": "seqlen_q and seqlen_k must be >= 0",
+    "neg_seqlen": "seqlen_q and seqlen_k must be in [0, 2147479552]",
     "batch_zero": "batch must be in [1, 65535]",
     "stride_small": "stride_q (64) must be >= the head dim (128)",
     "stride_misaligned": "must be multiples of 8 elements",
@@ -28,6 +28,8 @@ EXPECTED = {
     "bad_dtype": "data_type 'fp32' is not supported",
     "scale_neg": "scale_s must be finite and > 0",
     "window_bad": "window_size_left/right must be >= -1",
+    "mask_sum": "with a mask, seqlen_q + seqlen_k must be < 2^31",
+    "window_group": "in group mode window_size_right must be -1 (unbounded) or < 2^30 with this mask, got 2147483647",
     "group_mode": "group mode needs seqstart_q_ptr and seqstart_k_ptr",
     "dropout_bad": "p_drop must be in [0, 1)",
     "sink_flag": "has_sink is false",
@@ -47,6 +49,14 @@ EXPECTED = {
     "prefill_empty": "mha_batch_prefill: invalid argument: batch must be in [1",
     "splitkv_paged_len": "exceeds batch_stride_block_table x page_block_size",
     "prefill_page_stride": "the page strides) must be non-negative multiples of 8 elements",
+    "splitkv_acc_overlap": "o_acc / lse_acc strides overlap: with 4 splits, 32 heads, 1 rows",
+    "splitkv_lse_overlap": "o_acc / lse_acc strides overlap",
+    "splitkv_seqlen_big": "seqlen_q and seqlen_k must be in [0, 2147479552], got 1 and 2147483647",
+    "splitkv_page_neg": "page_block_size must be >= 0 (0: a dense cache), got -16",
+    "splitkv_sink": "sink_ptr / sink_size are set but has_sink is false",
+    "prefill_sink_neg": "sink_size must be >= 0, got -1",
+    "paged_align": "block_tables and context_lens must be 4-byte aligned int32 arrays",
+    "paged_heads": "num_heads must be <= 65535, got 70000",
 }
 
 
@@ -85,6 +95,10 @@ def test_invalid_calls_return_minus_one_with_reason(consumer):
     if not has_gpu:  # a well-formed call reaches the device query and says there is no GPU
         ret, reason = rows["valid"]
         assert ret == -1 and "no usable CUDA device" in reason
+        # dense partials ([split, batch, head, d], [split, batch, head]) pass the argument checks (the call stops
+        # later: no GPU, or no split-KV instance in the build)
+        ret, reason = rows["splitkv_acc_dense"]
+        assert ret == -1 and "invalid argument" not in reason, reason
         # split heuristic with the 132-SM default (the worked numbers in include/mha_fwd.h): b=128 is 1.29 decode
         # waves (2 splits balance them), b=1 at 128k spreads to 66 splits, a 64-key cache (two key blocks) splits in 2
         ret, rest = rows["heuristic"]

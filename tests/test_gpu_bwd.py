@@ -265,6 +265,8 @@ MASKS = [
     (2, 24, -1),   # left-only window
     (1, 30, 5),    # top-left window
     (3, 20, 20),   # generic window
+    (2, 2147483647, 2147483647),  # windows past every key: unbounded (mask_params)
+    (1, 2147483647, 0),
 ]
 
 

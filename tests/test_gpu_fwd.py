@@ -188,6 +188,11 @@ def test_random_shapes(cfg):
     (2, 64, 0, 300, 200),   # bottom-right with sq > sk: the first rows see nothing
     (2, 0, 48, 128, 500),
     (1, 100, 0, 257, 257),
+    # windows past every key (INT_MAX): the same as unbounded; the kernels' 32-bit bounds get -1 for them
+    (1, 2147483647, 2147483647, 200, 300),
+    (2, 2147483647, 0, 300, 200),
+    (2, 3, 2147483647, 128, 500),
+    (1, 2147483647, 5, 64, 64),
 ])
 def test_sliding_window(mask_type, left, right, sq, sk):
     dtype, b, h, hk, d = torch.bfloat16, 2, 4, 2, 128

@@ -5,21 +5,44 @@
 #include "launch.h"
 #include "registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace mha {
 
 constexpr int kMaxHdim   = 256;
 constexpr int kMaxGridYZ = 65535; // grid.y = nhead_q, grid.z = batch
 constexpr int kVecElems  = 8;     // 16-byte vector of fp16/bf16: cp.async rows and pointers keep this alignment
+// Longest sequence: the kernels round lengths up to whole row / key blocks in 32-bit arithmetic
+constexpr int kMaxSeqlen = 2147483647 - 4095;
+// Group mode: the largest window on the side whose reach depends on the batches' key counts (mask_params)
+constexpr int kMaxGroupWindow = 1 << 30;
 
 inline std::string str(long long v) { return std::to_string(v); }
 
 inline bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; }
+
+// Whether two elements of a strided tensor ({extent, stride} per dimension, strides >= 0) may share an address:
+// the dimensions of extent > 1, by increasing stride, must each step past everything the ones before span. Every
+// dense layout passes, in any dimension order; a zero stride over an extent > 1 fails.
+inline bool strides_overlap(std::vector<std::pair<int64_t, int64_t>> dims)
+{
+    dims.erase(std::remove_if(dims.begin(), dims.end(), [](const auto& d) { return d.first <= 1; }), dims.end());
+    std::sort(dims.begin(), dims.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    int64_t span = 1; // one past the largest offset of the dimensions so far
+    for (const auto& [n, stride] : dims)
+    {
+        if (stride < span)
+            return true;
+        span += stride * (n - 1);
+    }
+    return false;
+}
 
 // seqstart / seqlen / cu_seqlen pointers and lengths of batch or group mode: a reason string, or "" when valid.
 template <typename Args>
@@ -33,8 +56,8 @@ std::string invalid_sequences(const Args& a)
     {
         if (a.seqstart_q_ptr == nullptr || a.seqstart_k_ptr == nullptr)
             return "group mode needs seqstart_q_ptr and seqstart_k_ptr ([batch + 1] int32 physical starts)";
-        if (a.max_seqlen_q < 0)
-            return "max_seqlen_q must be >= 0, got " + str(a.max_seqlen_q);
+        if (a.max_seqlen_q < 0 || a.max_seqlen_q > kMaxSeqlen)
+            return "max_seqlen_q must be in [0, " + str(kMaxSeqlen) + "], got " + str(a.max_seqlen_q);
         for (auto [n, p] : {std::pair{"seqstart_q_ptr", a.seqstart_q_ptr}, std::pair{"seqstart_k_ptr", a.seqstart_k_ptr},
                             std::pair{"seqlen_q_ptr", a.seqlen_q_ptr}, std::pair{"seqlen_k_ptr", a.seqlen_k_ptr},
                             std::pair{"cu_seqlen_q_ptr", a.cu_seqlen_q_ptr},
@@ -45,8 +68,9 @@ std::string invalid_sequences(const Args& a)
     }
     if (a.seqstart_q_ptr || a.seqstart_k_ptr || a.seqlen_q_ptr || a.seqlen_k_ptr)
         return "seqstart_q/k_ptr and seqlen_q/k_ptr must be nullptr in batch mode (use cu_seqlen_q/k_ptr for padding)";
-    if (a.seqlen_q < 0 || a.seqlen_k < 0)
-        return "seqlen_q and seqlen_k must be >= 0, got " + str(a.seqlen_q) + " and " + str(a.seqlen_k);
+    if (a.seqlen_q < 0 || a.seqlen_k < 0 || a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen)
+        return "seqlen_q and seqlen_k must be in [0, " + str(kMaxSeqlen) + "], got " + str(a.seqlen_q) + " and " +
+               str(a.seqlen_k);
     return "";
 }
 
@@ -84,7 +108,37 @@ std::string invalid_shape(const Args& a)
     if (a.mask_type != 0 && (a.window_size_left < -1 || a.window_size_right < -1))
         return "window_size_left/right must be >= -1 (-1 = unbounded), got " + str(a.window_size_left) + ", " +
                str(a.window_size_right);
+    if (a.mask_type != 0 && !a.is_group_mode && int64_t(a.seqlen_q) + a.seqlen_k > 2147483647)
+        return "with a mask, seqlen_q + seqlen_k must be < 2^31 (the kernels' window bounds are 32-bit), got " +
+               str(a.seqlen_q) + " + " + str(a.seqlen_k);
+    if (a.mask_type != 0 && a.is_group_mode)
+    {
+        // the side mask_params cannot resolve without the batches' key counts (device data)
+        const bool bottom_right = a.mask_type != 1;
+        const int w = bottom_right ? a.window_size_left : a.window_size_right;
+        if (w >= kMaxGroupWindow)
+            return std::string("in group mode window_size_") + (bottom_right ? "left" : "right") +
+                   " must be -1 (unbounded) or < 2^30 with this mask, got " + str(w);
+    }
     return "";
+}
+
+// The mask the kernels get (MaskParams): a window side that reaches past every row's keys becomes unbounded (-1),
+// the same mask, so the kernels' 32-bit bounds (diagonal -+ window) stay in range for any window a caller passes
+// (INT_MAX included). Batch mode bounds every batch by seqlen_q / seqlen_k (per-batch lengths are at most those);
+// group mode by max_seqlen_q, and a side that needs the key count is limited by invalid_shape instead.
+template <typename Args>
+MaskParams mask_params(const Args& a, int sink_size)
+{
+    const bool bottom_right = a.mask_type != 1;
+    const int64_t sq = a.is_group_mode ? a.max_seqlen_q : a.seqlen_q;
+    const int64_t sk = a.is_group_mode ? INT64_MAX : a.seqlen_k;
+    // row i sees j in [i + off - left, i + off + right], off = 0 (top-left) or sk - sq (bottom-right)
+    const int64_t right_all = bottom_right ? sq : sk;    // right >= this reaches past the last key for every row
+    const int64_t left_all  = bottom_right ? sk - 1 : sq - 1; // left >= this reaches key 0 for every row
+    const int right = a.window_size_right > 0 && a.window_size_right >= right_all ? -1 : a.window_size_right;
+    const int left  = a.window_size_left > 0 && a.window_size_left >= left_all ? -1 : a.window_size_left;
+    return MaskParams{left, right, bottom_right, sink_size};
 }
 
 // Strides of one [batch, seqlen, nhead, hdim]-style tensor t (elements): rows must not overlap, head / batch strides

@@ -158,7 +158,7 @@ BwdParams make_params(const aiter::mha_bwd_args& a)
 
     // the forward's mask: window_generic (3) is anchored bottom-right, like the ck forward
     if (a.mask_type != 0)
-        p.mask = MaskParams{a.window_size_left, a.window_size_right, a.mask_type != 1, 0};
+        p.mask = mask_params(a, 0);
 
     fill_sequences(p.seq, a);
 

@@ -36,8 +36,13 @@ constexpr int kDecodeFillPerSm = 4;
 
 int split_block_m(int64_t rows) { return rows <= kDecodeBlockM ? kDecodeBlockM : kPrefillBlockM; }
 
-// Query heads of one KV head share a tile when nothing per-head touches the scores.
-int pack_ratio(int nhead_q, int nhead_k, int bias_type) { return bias_type == 0 ? nhead_q / nhead_k : 1; }
+// Query heads of one KV head share a tile when nothing per-head touches the scores, and the packed tile's rows
+// (max_q x the ratio, counted in 32 bits by the kernels) stay under 2^30; past that each query head is its own tile.
+int pack_ratio(int nhead_q, int nhead_k, int bias_type, int max_q)
+{
+    const int r = bias_type == 0 ? nhead_q / nhead_k : 1;
+    return int64_t(max_q) * r < (int64_t(1) << 30) ? r : 1;
+}
 
 // Features the API accepts but no kernel implements yet: a reason string, or "" when the call is in scope.
 std::string unsupported_feature(const aiter::mha_fwd_args& a)
@@ -156,8 +161,7 @@ FwdParams make_params(const aiter::mha_fwd_args& a)
 
     // window_generic (3): CK's device treats its (left, right) as a bottom-right window
     if (a.mask_type != 0)
-        p.mask = MaskParams{a.window_size_left, a.window_size_right, a.mask_type != 1,
-                            a.has_sink ? a.sink_size : 0};
+        p.mask = mask_params(a, a.has_sink ? a.sink_size : 0);
 
     fill_sequences(p.seq, a);
     p.seq.min_seqlen_q = a.min_seqlen_q;
@@ -291,8 +295,8 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
     // Decode shapes (the query heads of a KV head packed into <= 16 rows) run on the split-KV decode tile with one
     // split: K and V are read once per KV head instead of once per query head. Per-head score terms (bias, ALiBi,
     // sink logits) and dropout keep the prefill kernel.
-    const int pack = pack_ratio(args.nhead_q, args.nhead_k, args.bias_type);
     const int max_q = args.is_group_mode ? args.max_seqlen_q : args.seqlen_q;
+    const int pack  = pack_ratio(args.nhead_q, args.nhead_k, args.bias_type, max_q);
     if (pack > 1 && !has_dropout(args) && !(args.has_sink && args.sink_ptr) && !args.v3_api_check &&
         int64_t(max_q) * pack <= kDecodeBlockM)
     {
@@ -557,7 +561,7 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 {
     if (batch < 1 || nhead_q < 1 || nhead_k < 1 || nhead_q % nhead_k || max_seqlen_q < 1 || max_seqlen_k < 1)
         return 1;
-    const int pack  = pack_ratio(nhead_q, nhead_k, bias_type);
+    const int pack  = pack_ratio(nhead_q, nhead_k, bias_type, max_seqlen_q);
     const int64_t rows = int64_t(max_seqlen_q) * pack;
     const int bm = split_block_m(rows);
     const int64_t ctas = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * ((rows + bm - 1) / bm);
@@ -725,7 +729,7 @@ aiter::mha_fwd_args fwd_args_of(const aiter::mha_fwd_splitkv_args& a, const std:
     f.batch_stride_bias = a.batch_stride_bias, f.batch_stride_lse = a.batch_stride_lse;
     f.batch_stride_o = a.batch_stride_o;
     f.window_size_left = a.window_size_left, f.window_size_right = a.window_size_right;
-    f.sink_size = has_sink ? a.sink_size : 0;
+    f.sink_size = a.sink_size; // without has_sink, a sink_size > 0 is an error (invalid_argument), as in mha_fwd
     f.mask_type = a.mask_type;
     f.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
     return f;
@@ -736,7 +740,7 @@ aiter::mha_fwd_args fwd_args_of(const aiter::mha_batch_prefill_args& a, const st
 {
     aiter::mha_fwd_args f{};
     f.data_type = dtype, f.is_group_mode = group, f.bias_type = bias_type, f.has_lse = has_lse;
-    f.has_sink = a.sink_size > 0;
+    f.has_sink = a.sink_size != 0; // a negative sink_size is then an error (invalid_argument)
     f.q_ptr = a.q_ptr, f.k_ptr = a.k_ptr, f.v_ptr = a.v_ptr, f.bias_ptr = a.bias_ptr;
     f.rand_val_ptr = a.rand_val_ptr, f.lse_ptr = a.lse_ptr, f.o_ptr = a.o_ptr;
     f.seqstart_q_ptr = a.seqstart_q_ptr;
@@ -849,6 +853,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         return bad("is_gappy (local seqstart_k offsets) is not supported");
     if (args.num_splits < 0 || args.num_splits > kMaxSplits)
         return bad("num_splits must be in [0, " + str(kMaxSplits) + "] (0: heuristic), got " + str(args.num_splits));
+    if (args.page_block_size < 0)
+        return bad("page_block_size must be >= 0 (0: a dense cache), got " + str(args.page_block_size));
     const bool paged = args.page_block_size > 0 || args.block_table_ptr != nullptr;
     if (paged)
     {
@@ -884,6 +890,17 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
             args.split_stride_o_acc < 0 || args.split_stride_lse_acc < 0 || args.batch_stride_o_acc < 0 ||
             args.batch_stride_lse_acc < 0)
             return bad("o_acc / lse_acc strides must be >= 0 and stride_o_acc >= hdim_v");
+        // o_acc [split, batch, head, row, hdim_v] and lse_acc [split, batch, head, row] (rows 1 apart) as the strides
+        // lay them out: no two splits, heads, rows or batches may share a partial (group mode: rows are physical and
+        // the batch stride unused, so max_seqlen_q rows are checked)
+        const int64_t nb = is_group_mode ? 1 : args.batch;
+        if (strides_overlap({{args.hdim_v, 1}, {max_q, args.stride_o_acc}, {args.nhead_q, args.nhead_stride_o_acc},
+                             {splits, args.split_stride_o_acc}, {nb, args.batch_stride_o_acc}}) ||
+            strides_overlap({{max_q, 1}, {args.nhead_q, args.nhead_stride_lse_acc}, {splits, args.split_stride_lse_acc},
+                             {nb, args.batch_stride_lse_acc}}))
+            return bad("o_acc / lse_acc strides overlap: with " + str(splits) + " splits, " + str(args.nhead_q) +
+                       " heads, " + str(max_q) + " rows and hdim_v " + str(args.hdim_v) +
+                       ", every (split, batch, head, row) needs its own partial");
     }
 
     FwdParams p = make_params(f);
@@ -900,7 +917,7 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     }
     SplitParams& sp = p.split;
     sp.num_splits = splits;
-    sp.pack_ratio = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type));
+    sp.pack_ratio = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type), max_q);
     const int64_t rows  = int64_t(max_q) * sp.pack_ratio; // a tile's rows, and the tiles of the grid
     const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
     sp.ring_flags = ring_flags_for(tiles, splits, rows, paged, args.hdim_q, args.hdim_v,
@@ -973,7 +990,9 @@ float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_confi
     p.kv.page_indices = static_cast<const int32_t*>(args.kv_page_indices);
     p.kv.last_page_lens = static_cast<const int32_t*>(args.kv_last_page_lens);
     p.split.num_splits = 1;
-    p.split.pack_ratio = f.p_drop > 0.f ? 1 : pack_ratio(args.nhead_q, args.nhead_k, int(bias_type));
+    p.split.pack_ratio = f.p_drop > 0.f ? 1
+                                        : pack_ratio(args.nhead_q, args.nhead_k, int(bias_type),
+                                                     is_group_mode ? args.max_seqlen_q : args.seqlen_q);
     return run_split(who.c_str(), f, p, stream_config);
 }
 

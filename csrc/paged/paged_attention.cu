@@ -421,6 +421,8 @@ std::string check_common(const aiter::paged_attention_args& a)
     if (a.num_kv_heads < 1 || a.num_heads < 1 || a.num_heads % a.num_kv_heads != 0)
         return "num_heads (" + str(a.num_heads) + ") must be a positive multiple of num_kv_heads (" +
                str(a.num_kv_heads) + ")";
+    if (a.num_heads > 65535) // a grid dimension
+        return "num_heads must be <= 65535, got " + str(a.num_heads);
     if (a.head_size < kX || a.head_size > kMaxHead || a.head_size % kX != 0)
         return "head_size must be a multiple of 8 in [8, 256], got " + str(a.head_size);
     if (a.block_size < 1 || a.block_tables_stride < 1)
@@ -432,6 +434,8 @@ std::string check_common(const aiter::paged_attention_args& a)
     for (const void* x : {a.query, a.key_cache, a.value_cache, static_cast<const void*>(a.out)})
         if (!aligned(x, 16))
             return "query, key_cache, value_cache and out must be 16-byte aligned";
+    if (!aligned(a.block_tables, 4) || !aligned(a.context_lens, 4))
+        return "block_tables and context_lens must be 4-byte aligned int32 arrays";
     for (int64_t s : {a.q_stride_seq, a.q_stride_head, a.o_stride_seq, a.o_stride_head, a.k_stride_block,
                       a.k_stride_head, a.v_stride_block, a.v_stride_head})
         if (s < 0 || s % kX != 0)

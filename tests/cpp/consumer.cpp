@@ -3,6 +3,7 @@
 // Nothing here touches the GPU: every case must be rejected before any CUDA call.
 #include "mha_bwd.h"
 #include "mha_fwd.h"
+#include "mha_paged.h"
 
 #include <cstdio>
 #include <functional>
@@ -78,6 +79,11 @@ int main(int argc, char** argv)
     run("bad_dtype", [](auto& a) { a.data_type = "fp32"; });
     run("scale_neg", [](auto& a) { a.scale_s = -1.f; });
     run("window_bad", [](auto& a) { a.mask_type = 1, a.window_size_left = -5; });
+    run("mask_sum", [](auto& a) { a.mask_type = 1, a.seqlen_q = a.max_seqlen_q = 1 << 30, a.seqlen_k = (1 << 30) + 8; });
+    run("window_group", [](auto& a) {
+        a.is_group_mode = true, a.seqstart_q_ptr = a.seqstart_k_ptr = a.q_ptr, a.mask_type = 1;
+        a.window_size_left = -1, a.window_size_right = 2147483647;
+    });
     run("group_mode", [](auto& a) { a.is_group_mode = true; });
     run("dropout_bad", [](auto& a) { a.p_drop = 1.5f; });
     run("sink_flag", [](auto& a) { a.sink_size = 4; });
@@ -99,6 +105,25 @@ int main(int argc, char** argv)
     split("splitkv_gappy", [](auto& s) { s.is_gappy = true; });
     split("splitkv_paged_len", [](auto& s) { s.page_block_size = 16, s.batch_stride_block_table = 8, s.block_table_ptr = s.o_ptr; });
     split("splitkv_heads", [](auto& s) { s.nhead_k = 3; });
+    // partials whose strides make every split write the same place (split stride 0), a key count whose block
+    // rounding would overflow 32 bits, a negative page size, window sinks without has_sink
+    split("splitkv_acc_overlap", [](auto& s) {
+        s.num_splits = 4, s.nhead_stride_o_acc = 128, s.batch_stride_o_acc = 32 * 128, s.split_stride_o_acc = 0;
+        s.nhead_stride_lse_acc = 1, s.batch_stride_lse_acc = 32, s.split_stride_lse_acc = 64;
+    });
+    split("splitkv_lse_overlap", [](auto& s) {
+        s.num_splits = 4, s.nhead_stride_o_acc = 128, s.batch_stride_o_acc = 32 * 128, s.split_stride_o_acc = 64 * 128;
+        s.nhead_stride_lse_acc = 1, s.batch_stride_lse_acc = 16, s.split_stride_lse_acc = 64; // batches 16 apart
+    });
+    if (no_gpu) // well-formed: it reaches the device query (host buffers, so never with a GPU)
+        split("splitkv_acc_dense", [](auto& s) { // [split, batch, head, d] and [split, batch, head]: no overlap
+            s.num_splits = 4, s.nhead_stride_o_acc = 128, s.batch_stride_o_acc = 32 * 128;
+            s.split_stride_o_acc = 64 * 128, s.nhead_stride_lse_acc = 1, s.batch_stride_lse_acc = 32;
+            s.split_stride_lse_acc = 64;
+        });
+    split("splitkv_seqlen_big", [](auto& s) { s.seqlen_k = 2147483647; });
+    split("splitkv_page_neg", [](auto& s) { s.page_block_size = -16; });
+    split("splitkv_sink", [](auto& s) { s.sink_size = 4; });
 
     aiter::mha_batch_prefill_args bp{};
     const float rp = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
@@ -118,6 +143,29 @@ int main(int argc, char** argv)
     const float rs = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
                                               bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
     std::printf("prefill_page_stride %g %s\n", rs, aiter::mha_get_last_error());
+    bp.batch_stride_k = bp.batch_stride_v = 1024, bp.sink_size = -1;
+    const float rk = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
+                                              bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
+    std::printf("prefill_sink_neg %g %s\n", rk, aiter::mha_get_last_error());
+
+    // paged attention: table pointers off their int32 alignment, more heads than a grid dimension holds
+    auto paged = [](const char* name, const std::function<void(aiter::paged_attention_args&)>& edit) {
+        static char buf[1024] __attribute__((aligned(16)));
+        aiter::paged_attention_args a{};
+        a.data_type = "bf16";
+        a.query = a.key_cache = a.value_cache = buf, a.out = buf;
+        a.block_tables = a.context_lens = reinterpret_cast<const int32_t*>(buf);
+        a.num_seqs = 1, a.num_heads = 8, a.num_kv_heads = 8, a.head_size = 128, a.block_size = 16;
+        a.block_tables_stride = 4, a.max_context_len = 64, a.partition_size = 256, a.scale = 0.088f;
+        a.q_stride_seq = a.o_stride_seq = 8 * 128, a.q_stride_head = a.o_stride_head = 128;
+        a.k_stride_block = a.v_stride_block = 8 * 16 * 128, a.k_stride_head = a.v_stride_head = 16 * 128;
+        edit(a);
+        const float r = aiter::paged_attention_v1(a, ck_tile::stream_config{});
+        std::printf("%s %g %s\n", name, r, aiter::mha_get_last_error());
+    };
+    paged("paged_align", [](auto& a) { a.block_tables = reinterpret_cast<const int32_t*>(
+                                           reinterpret_cast<const char*>(a.block_tables) + 2); });
+    paged("paged_heads", [](auto& a) { a.num_heads = a.num_kv_heads = 70000; });
     std::printf("heuristic %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(128, 32, 8, 1, 8192),
                 aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 131072), aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 64));
     // the nine-argument form: a dense d128 cache, a paged one; without a GPU both are the general rule's count

@@ -85,8 +85,9 @@ bool compare(const char* name, const std::vector<bf16>& a, const std::vector<bf1
 }
 
 // Group-mode Q/O [total_q, h, d]; keys of batch b: dense rows seqstart_k[b].. of [total_k, h_k, d], or pages.
+// max_q_given > 0: the max_seqlen_q mha_batch_prefill gets (an over-estimate; the reference gets the true one).
 bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, int h, int hk, int d, int page,
-                  int mask_type, int wl, int wr, float softcap, float p_drop, uint32_t seed)
+                  int mask_type, int wl, int wr, float softcap, float p_drop, uint32_t seed, int max_q_given = 0)
 {
     std::mt19937 g(seed);
     const int b = int(sq.size());
@@ -156,7 +157,8 @@ bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, in
     aiter::mha_batch_prefill_args p{};
     p.q_ptr = dq, p.k_ptr = dkc, p.v_ptr = dvc, p.o_ptr = o2, p.lse_ptr = l2, p.rand_val_ptr = r2;
     p.seqstart_q_ptr = dqs;
-    p.batch = b, p.max_seqlen_q = max_q, p.hdim_q = p.hdim_v = d, p.nhead_q = h, p.nhead_k = hk;
+    p.batch = b, p.max_seqlen_q = max_q_given > 0 ? max_q_given : max_q, p.hdim_q = p.hdim_v = d, p.nhead_q = h;
+    p.nhead_k = hk;
     p.num_total_pages = pool, p.page_block_size = page, p.kv_indptr = dind, p.kv_page_indices = dids;
     p.kv_last_page_lens = dlast;
     p.scale_s = a.scale_s, p.logits_soft_cap = softcap;
@@ -810,6 +812,10 @@ int main()
     ok &= prefill_case("prefill page128 softcap", {300, 5}, {257, 700}, 6, 3, 96, 128, 0, -1, -1, 30.f, 0.f, 3);
     ok &= prefill_case("prefill page32 dropout", {100, 64}, {120, 90}, 4, 2, 128, 32, 2, -1, 0, 0.f, 0.3f, 4);
     ok &= prefill_case("prefill page64 d256 empty seq", {0, 50, 9}, {10, 0, 77}, 2, 1, 256, 64, 1, -1, 0, 0.f, 0.f, 5);
+    // max_seqlen_q over-estimated so that it times the 1024 query heads of the KV head (2^31 + 16384 tile rows)
+    // overflows 32 bits: each query head then gets its own tile (pack_ratio), every row still computed
+    ok &= prefill_case("prefill page16 gqa1024 max_seqlen_q 2^21+16", {20}, {130}, 1024, 1, 128, 16, 0, -1, -1, 0.f,
+                       0.f, 7, (1 << 21) + 16);
     ok &= bigpool_case();
     // cache capacity 3000 (94 key blocks of 32): lengths that end on, just after and just before a block, one key,
     // and splits left empty by short sequences; 3 and 8 splits merge in clusters, 16 in the combine kernel, 0 is
