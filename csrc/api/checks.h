@@ -6,12 +6,12 @@
 #include "registry.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
-#include <vector>
 
 namespace mha {
 
@@ -29,14 +29,16 @@ inline bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr
 
 // Whether two elements of a strided tensor ({extent, stride} per dimension, strides >= 0) may share an address:
 // the dimensions of extent > 1, by increasing stride, must each step past everything the ones before span. Every
-// dense layout passes, in any dimension order; a zero stride over an extent > 1 fails.
-inline bool strides_overlap(std::vector<std::pair<int64_t, int64_t>> dims)
+// dense layout passes, in any dimension order; a zero stride over an extent > 1 fails. No allocation (per call).
+template <size_t N>
+bool strides_overlap(std::array<std::pair<int64_t, int64_t>, N> dims)
 {
-    dims.erase(std::remove_if(dims.begin(), dims.end(), [](const auto& d) { return d.first <= 1; }), dims.end());
     std::sort(dims.begin(), dims.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
     int64_t span = 1; // one past the largest offset of the dimensions so far
     for (const auto& [n, stride] : dims)
     {
+        if (n <= 1)
+            continue;
         if (stride < span)
             return true;
         span += stride * (n - 1);
