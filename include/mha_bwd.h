@@ -45,8 +45,9 @@ struct mha_bwd_args
     void* dv_ptr;
     void* dbias_ptr;
 
-    const void* sink_ptr   = nullptr; // sink scores [batch, nhead] log-space, fp32
-    void* d_sink_ptr       = nullptr; // [nhead]
+    const void* sink_ptr   = nullptr; // sink scores log-space, fp32 (AITER's comment: [batch, nhead]); read as the
+                                      // forward's [nhead_q] logits, the first nhead_q values
+    void* d_sink_ptr       = nullptr; // fp32 [nhead_q], written (not accumulated into)
 
     const void* seqstart_q_ptr  = nullptr;
     const void* seqstart_k_ptr  = nullptr;
@@ -59,7 +60,7 @@ struct mha_bwd_args
     int seqlen_k;
     int batch;
     int max_seqlen_q;
-    int max_seqlen_k;
+    int max_seqlen_k; // group mode: >= every logical seqlen_k (0 visits no key: dQ = 0, dK / dV not written)
     int nhead_q;
     int nhead_k;
     float scale;
@@ -112,6 +113,10 @@ struct mha_bwd_args
     std::function<std::shared_ptr<void>(size_t bytes)> pinned_host_alloc;
 };
 
+// Outputs: dQ [b, s_q, nhead_q, d], dK / dV [b, s_k, nhead_q, d] (per query head), D [b, nhead_q, s_q] (the lsed
+// strides, rows 1 apart; not the LSE's memory), dBias [b, nhead_q, s_q, s_k]: each with strides that give every
+// element its own address (checked). dBias is written only where the mask lets a query row see a key (as CK): zero
+// it before the call when a mask hides part of it (the binding and benchmark_mha_bwd do, as AITER's callers do).
 __attribute__((visibility("default"))) float mha_bwd(mha_bwd_args, const ck_tile::stream_config&);
 
 } // namespace aiter

@@ -57,6 +57,13 @@ EXPECTED = {
     "prefill_sink_neg": "sink_size must be >= 0, got -1",
     "paged_align": "block_tables and context_lens must be 4-byte aligned int32 arrays",
     "paged_heads": "num_heads must be <= 65535, got 70000",
+    "o_overlap": "o strides overlap: 128 rows x 8 heads x 128 columns x 2 batches at row / head / batch strides 128 / 0",
+    "lse_overlap": "lse strides overlap",
+    "randval_overlap": "rand_val strides overlap",
+    "bwd_dk_overlap": "dk strides overlap",
+    "bwd_dbias_overlap": "dbias strides overlap",
+    "bwd_d_is_lse": "d_ptr must not be lse_ptr",
+    "bwd_max_k": "max_seqlen_k must be in [0, 2147479552], got 2147483647",
 }
 
 
@@ -98,6 +105,9 @@ def test_invalid_calls_return_minus_one_with_reason(consumer):
         # dense partials ([split, batch, head, d], [split, batch, head]) pass the argument checks (the call stops
         # later: no GPU, or no split-KV instance in the build)
         ret, reason = rows["splitkv_acc_dense"]
+        assert ret == -1 and "invalid argument" not in reason, reason
+        # the backward's well-formed base case (dense outputs, nhead_q heads for dK / dV) passes the checks too
+        ret, reason = rows["bwd_valid"]
         assert ret == -1 and "invalid argument" not in reason, reason
         # split heuristic with the 132-SM default (the worked numbers in include/mha_fwd.h): b=128 is 1.29 decode
         # waves (2 splits balance them), b=1 at 128k spreads to 66 splits, a 64-key cache (two key blocks) splits in 2

@@ -46,6 +46,21 @@ bool strides_overlap(std::array<std::pair<int64_t, int64_t>, N> dims)
     return false;
 }
 
+// An output [batch, rows, heads, cols] with unit column stride: "" when its strides give every element its own
+// address, else the reason. Group mode: rows are physical (max rows checked) and the batch stride unused.
+inline std::string overlapping_output(const char* t, int64_t batch, int64_t rows, int64_t heads, int64_t cols,
+                                      int64_t row_stride, int64_t head_stride, int64_t batch_stride, bool group)
+{
+    using Dim = std::pair<int64_t, int64_t>;
+    if (!strides_overlap(std::array<Dim, 4>{Dim{cols, 1}, Dim{rows, row_stride}, Dim{heads, head_stride},
+                                            Dim{group ? 1 : batch, batch_stride}}))
+        return "";
+    return std::string(t) + " strides overlap: " + str(rows) + " rows x " + str(heads) + " heads x " + str(cols) +
+           " columns" + (group ? "" : " x " + str(batch) + " batches") + " at row / head / batch strides " +
+           str(row_stride) + " / " + str(head_stride) + " / " + str(batch_stride) +
+           " would write some elements twice (a race)";
+}
+
 // seqstart / seqlen / cu_seqlen pointers and lengths of batch or group mode: a reason string, or "" when valid.
 template <typename Args>
 std::string invalid_sequences(const Args& a)

@@ -54,8 +54,8 @@ std::string invalid_argument(const aiter::mha_bwd_args& a)
         return "data_type must be fp16 or bf16, got '" + a.data_type + "'";
     if (std::string why = invalid_shape(a); !why.empty())
         return why;
-    if (a.is_group_mode && a.max_seqlen_k < 0)
-        return "max_seqlen_k must be >= 0, got " + str(a.max_seqlen_k);
+    if (a.is_group_mode && (a.max_seqlen_k < 0 || a.max_seqlen_k > kMaxSeqlen))
+        return "max_seqlen_k must be in [0, " + str(kMaxSeqlen) + "], got " + str(a.max_seqlen_k);
     if (!(a.scale > 0.f) || std::isinf(a.scale))
         return "scale must be finite and > 0, got " + std::to_string(a.scale);
     if (std::string why = invalid_features(a); !why.empty())
@@ -90,6 +90,26 @@ std::string invalid_argument(const aiter::mha_bwd_args& a)
             return why;
     if (a.nhead_stride_lsed < 0 || (!a.is_group_mode && a.batch_stride_lsed < 0))
         return "nhead_stride_lsed and batch_stride_lsed must be >= 0";
+    // what the kernels write: dQ [b, s_q, h, d], dK / dV [b, s_k, h, d] (nhead_q heads), D [b, h, s_q] (rows 1 apart,
+    // the LSE's strides), dBias [b, h, s_q, s_k]; D must not be the LSE (it is written before the LSE is read)
+    const bool g = a.is_group_mode;
+    const int sq = g ? a.max_seqlen_q : a.seqlen_q, sk = g ? a.max_seqlen_k : a.seqlen_k;
+    struct Out { const char* t; int rows, cols, row, head, batch; };
+    for (const Out& o : {Out{"dq", sq, a.hdim_q, a.stride_dq, a.nhead_stride_dq, a.batch_stride_dq},
+                         Out{"dk", sk, a.hdim_q, a.stride_dk, a.nhead_stride_dk, a.batch_stride_dk},
+                         Out{"dv", sk, a.hdim_v, a.stride_dv, a.nhead_stride_dv, a.batch_stride_dv},
+                         Out{"d (D = rowsum(dO * O), the lsed strides)", sq, 1, 1, a.nhead_stride_lsed,
+                             a.batch_stride_lsed}})
+        if (std::string why = overlapping_output(o.t, a.batch, o.rows, a.nhead_q, o.cols, o.row, o.head, o.batch, g);
+            !why.empty())
+            return why;
+    if (a.bias_type == 1 && a.has_dbias)
+        if (std::string why = overlapping_output("dbias", a.batch, sq, a.nhead_q, sk, a.stride_dbias,
+                                                 a.nhead_stride_dbias, a.batch_stride_dbias, g);
+            !why.empty())
+            return why;
+    if (a.d_ptr == a.lse_ptr)
+        return "d_ptr must not be lse_ptr: D is written before the LSE is read";
     return "";
 }
 

@@ -135,6 +135,23 @@ std::string invalid_argument(const aiter::mha_fwd_args& a)
         return "stride_k and stride_v must be below 2^24 elements, got " + str(a.stride_k) + ", " + str(a.stride_v);
     if (a.has_lse && (a.nhead_stride_lse < 0 || (!a.is_group_mode && a.batch_stride_lse < 0)))
         return "nhead_stride_lse and batch_stride_lse must be >= 0";
+    // what the kernels write: O [b, s_q, h, d_v], LSE [b, h, s_q] (rows 1 apart), randval [b, h, s_q, s_k]
+    const int max_q = a.is_group_mode ? a.max_seqlen_q : a.seqlen_q;
+    const bool g = a.is_group_mode;
+    if (std::string why = overlapping_output("o", a.batch, max_q, a.nhead_q, a.hdim_v, a.stride_o, a.nhead_stride_o,
+                                             a.batch_stride_o, g);
+        !why.empty())
+        return why;
+    if (a.has_lse)
+        if (std::string why = overlapping_output("lse", a.batch, max_q, a.nhead_q, 1, 1, a.nhead_stride_lse,
+                                                 a.batch_stride_lse, g);
+            !why.empty())
+            return why;
+    if (a.p_drop > 0.f && a.s_randval && !g) // group mode: each batch's key count is device data
+        if (std::string why = overlapping_output("rand_val", a.batch, a.seqlen_q, a.nhead_q, a.seqlen_k,
+                                                 a.stride_randval, a.nhead_stride_randval, a.batch_stride_randval, g);
+            !why.empty())
+            return why;
     return "";
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 
 static aiter::mha_fwd_args valid_args()
@@ -57,6 +58,34 @@ static void split(const char* name, const std::function<void(aiter::mha_fwd_spli
     std::printf("%s %g %s\n", name, r, aiter::mha_get_last_error());
 }
 
+// A well-formed backward call (bshd, 8 heads on 2 KV heads, d128, 128 x 128) on fake buffers, edited into an
+// invalid one.
+static void bwd(const char* name, const std::function<void(aiter::mha_bwd_args&)>& edit)
+{
+    static char buf[1024] __attribute__((aligned(16)));
+    static char lse[1024] __attribute__((aligned(16)));
+    aiter::mha_bwd_args b{};
+    b.data_type = "bf16", b.hdim_q = b.hdim_v = 128, b.mask_type = 0, b.bias_type = 0;
+    b.q_ptr = b.k_ptr = b.v_ptr = b.o_ptr = b.do_ptr = buf;
+    b.dq_ptr = b.dk_ptr = b.dv_ptr = buf, b.lse_ptr = lse, b.d_ptr = buf;
+    b.seqlen_q = b.seqlen_k = b.max_seqlen_q = b.max_seqlen_k = 128, b.batch = 2, b.nhead_q = 8, b.nhead_k = 2;
+    b.scale = 0.088f;
+    b.stride_q = b.stride_o = b.stride_do = b.stride_dq = b.stride_dk = b.stride_dv = 8 * 128;
+    b.stride_k = b.stride_v = 2 * 128;
+    b.nhead_stride_q = b.nhead_stride_k = b.nhead_stride_v = b.nhead_stride_o = b.nhead_stride_do = 128;
+    b.nhead_stride_dq = b.nhead_stride_dk = b.nhead_stride_dv = 128;
+    b.batch_stride_q = b.batch_stride_o = b.batch_stride_do = b.batch_stride_dq = 128 * 8 * 128;
+    b.batch_stride_dk = b.batch_stride_dv = 128 * 8 * 128, b.batch_stride_k = b.batch_stride_v = 128 * 2 * 128;
+    b.nhead_stride_lsed = 128, b.batch_stride_lsed = 8 * 128;
+    b.window_size_left = b.window_size_right = -1;
+    b.drop_seed_offset = std::pair<uint64_t, uint64_t>{1, 0};
+    b.workspace_alloc = [](size_t, bool) -> void* { return buf; };
+    b.pinned_host_alloc = [](size_t) { return std::shared_ptr<void>(); };
+    edit(b);
+    const float r = aiter::mha_bwd(b, ck_tile::stream_config{});
+    std::printf("%s %g %s\n", name, r, aiter::mha_get_last_error());
+}
+
 int main(int argc, char** argv)
 {
     // Well-formed calls reach the device; the buffers here are host memory, so only run them without a GPU.
@@ -92,11 +121,32 @@ int main(int argc, char** argv)
     run("alibi_null", [](auto& a) { a.bias_type = 2, a.bias_ptr = nullptr; });
     run("fp8", [](auto& a) { a.data_type = "fp8bf16"; });
     run("v3_check", [](auto& a) { a.use_asm_v3 = true, a.v3_api_check = true; });
+    // outputs whose strides write some elements twice: heads on top of each other, LSE rows 1 apart under heads 1
+    // apart, random values of every row in one row
+    run("o_overlap", [](auto& a) { a.nhead_stride_o = 0; });
+    run("lse_overlap", [](auto& a) { a.has_lse = true, a.nhead_stride_lse = 1; });
+    run("randval_overlap", [](auto& a) {
+        a.p_drop = 0.1f, a.s_randval = true, a.rand_val_ptr = const_cast<void*>(a.q_ptr), a.stride_randval = 0;
+        a.nhead_stride_randval = 128 * 128, a.batch_stride_randval = 8 * 128 * 128;
+    });
 
     aiter::mha_bwd_args b{};
     b.is_group_mode = true;
     const float rb = aiter::mha_bwd(b, ck_tile::stream_config{});
     std::printf("bwd_group %g %s\n", rb, aiter::mha_get_last_error());
+    // dK / dV laid out for the 2 KV heads (AITER's contract has nhead_q heads), dBias broadcast over heads, D on the
+    // LSE, a max_seqlen_k past the length cap
+    if (no_gpu) // well-formed: it reaches the device query (host buffers, so never with a GPU)
+        bwd("bwd_valid", [](auto&) {});
+    bwd("bwd_dk_overlap", [](auto& b) { b.stride_dk = b.stride_dv = 2 * 128, b.batch_stride_dk = 128 * 2 * 128; });
+    bwd("bwd_dbias_overlap", [](auto& b) {
+        b.bias_type = 1, b.has_dbias = true, b.bias_ptr = b.dbias_ptr = const_cast<void*>(b.q_ptr);
+        b.stride_bias = b.stride_dbias = 128, b.nhead_stride_dbias = 0, b.batch_stride_dbias = 128 * 128;
+    });
+    bwd("bwd_d_is_lse", [](auto& b) { b.d_ptr = const_cast<void*>(b.lse_ptr); });
+    bwd("bwd_max_k", [](auto& b) {
+        b.is_group_mode = true, b.seqstart_q_ptr = b.seqstart_k_ptr = b.q_ptr, b.max_seqlen_k = 2147483647;
+    });
     split("splitkv_empty", [](auto& s) { s = aiter::mha_fwd_splitkv_args{}; });
     split("splitkv_splits", [](auto& s) { s.num_splits = 129; });
     split("splitkv_acc", [](auto& s) { s.num_splits = 4, s.o_acc_ptr = nullptr; });
