@@ -36,7 +36,8 @@ using drop_seed_offset_t =
 //   A row that sees no key gets O = 0 and LSE = -inf (LSE = sink with a sink logit). A window side that reaches past
 //   every key (INT_MAX, say) is the same as -1; with a mask, batch mode needs seqlen_q + seqlen_k < 2^31 and group
 //   mode a key-side window (right for top-left, left for bottom-right) of -1 or < 2^30. Lengths are at most 2^31 -
-//   4096. O, LSE and randval strides must give every element its own address (checked; randval in batch mode).
+//   4096. O, LSE and randval strides must give every element its own address (checked; in group mode heads against
+//   columns only, randval not).
 //   Group mode: batch b starts at physical rows seqstart_q[b] / seqstart_k[b]; its logical lengths are seqlen_*_ptr[b],
 //   else cu_seqlen_*[b+1] - cu_seqlen_*[b], else seqstart_*[b+1] - seqstart_*[b]; max_seqlen_q must be >= every
 //   logical seqlen_q; LSE at lse_ptr + h*nhead_stride_lse + seqstart_q[b] + i; min_seqlen_q > 0 skips batches with
@@ -150,7 +151,8 @@ struct mha_fwd_args
 //   the same with the lse_acc strides and unit row stride for LSE) and combine them; 0 picks
 //   mha_fwd_splitkv_num_splits(...) when both partial buffers are given, else 1. Group mode indexes partial rows by
 //   their physical (seqstart_q) position and ignores the batch strides: size them [splits, nhead_q, total_q(, d_v)].
-//   The strides must give every (split, batch, head, row) its own partial (checked over max_seqlen_q rows).
+//   The strides must give every (split, batch, head, row) its own partial (checked; in group mode, where the rows'
+//   count is device data, splits and heads only).
 // - Page tables, seqlen_k_ptr and cache_batch_idx are device data and are not checked; batch mode requires
 //   seqlen_k (the longest cache) <= batch_stride_block_table * page_block_size.
 // - has_sink enables sink tokens (sink_size); there are no sink logits in this struct. No dropout (as in AITER).

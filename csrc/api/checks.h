@@ -47,11 +47,14 @@ bool strides_overlap(std::array<std::pair<int64_t, int64_t>, N> dims)
 }
 
 // An output [batch, rows, heads, cols] with unit column stride: "" when its strides give every element its own
-// address, else the reason. Group mode: rows are physical (max rows checked) and the batch stride unused.
+// address, else the reason. Group mode: rows are physical and their count device data (max_seqlen_q may over-estimate
+// it), so only heads against columns are checked, and the batch stride is unused.
 inline std::string overlapping_output(const char* t, int64_t batch, int64_t rows, int64_t heads, int64_t cols,
                                       int64_t row_stride, int64_t head_stride, int64_t batch_stride, bool group)
 {
     using Dim = std::pair<int64_t, int64_t>;
+    if (group)
+        rows = 1;
     if (!strides_overlap(std::array<Dim, 4>{Dim{cols, 1}, Dim{rows, row_stride}, Dim{heads, head_stride},
                                             Dim{group ? 1 : batch, batch_stride}}))
         return "";

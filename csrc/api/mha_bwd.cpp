@@ -104,7 +104,7 @@ std::string invalid_argument(const aiter::mha_bwd_args& a)
             !why.empty())
             return why;
     if (a.bias_type == 1 && a.has_dbias)
-        if (std::string why = overlapping_output("dbias", a.batch, sq, a.nhead_q, sk, a.stride_dbias,
+        if (std::string why = overlapping_output("dbias", a.batch, sq, a.nhead_q, g ? 1 : sk, a.stride_dbias,
                                                  a.nhead_stride_dbias, a.batch_stride_dbias, g);
             !why.empty())
             return why;
