@@ -49,8 +49,9 @@ EXPECTED = {
     "prefill_empty": "mha_batch_prefill: invalid argument: batch must be in [1",
     "splitkv_paged_len": "exceeds batch_stride_block_table x page_block_size",
     "prefill_page_stride": "the page strides) must be non-negative multiples of 8 elements",
-    "splitkv_acc_overlap": "o_acc / lse_acc strides overlap: with 4 splits, 32 heads, 1 rows",
-    "splitkv_lse_overlap": "o_acc / lse_acc strides overlap",
+    "splitkv_acc_overlap": "o_acc strides overlap: 1 rows x 32 heads x 128 columns x 2 batches x 4 splits at row / "
+                           "head / batch / split strides 128 / 128 / 4096 / 0",
+    "splitkv_lse_overlap": "lse_acc strides overlap: 1 rows x 32 heads x 1 columns x 2 batches x 4 splits",
     "splitkv_seqlen_big": "seqlen_q and seqlen_k must be in [0, 2147479552], got 1 and 2147483647",
     "splitkv_page_neg": "page_block_size must be >= 0 (0: a dense cache), got -16",
     "splitkv_sink": "sink_ptr / sink_size are set but has_sink is false",

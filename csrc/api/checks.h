@@ -30,8 +30,7 @@ inline bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr
 // Whether two elements of a strided tensor ({extent, stride} per dimension, strides >= 0) may share an address:
 // the dimensions of extent > 1, by increasing stride, must each step past everything the ones before span. Every
 // dense layout passes, in any dimension order; a zero stride over an extent > 1 fails. No allocation (per call).
-template <size_t N>
-bool strides_overlap(std::array<std::pair<int64_t, int64_t>, N> dims)
+inline bool strides_overlap(std::array<std::pair<int64_t, int64_t>, 5> dims)
 {
     std::sort(dims.begin(), dims.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
     int64_t span = 1; // one past the largest offset of the dimensions so far
@@ -46,21 +45,25 @@ bool strides_overlap(std::array<std::pair<int64_t, int64_t>, N> dims)
     return false;
 }
 
-// An output [batch, rows, heads, cols] with unit column stride: "" when its strides give every element its own
-// address, else the reason. Group mode: rows are physical and their count device data (max_seqlen_q may over-estimate
-// it), so only heads against columns are checked, and the batch stride is unused.
+// An output [splits, batch, rows, heads, cols] with unit column stride (splits: the split-KV partials' outer
+// dimension, {extent, stride}; 1 elsewhere): "" when its strides give every element its own address, else the
+// reason. Group mode: rows are physical and their count device data (max_seqlen_q may over-estimate it), so only
+// heads against columns (and splits) are checked, and the batch stride is unused.
 inline std::string overlapping_output(const char* t, int64_t batch, int64_t rows, int64_t heads, int64_t cols,
-                                      int64_t row_stride, int64_t head_stride, int64_t batch_stride, bool group)
+                                      int64_t row_stride, int64_t head_stride, int64_t batch_stride, bool group,
+                                      std::pair<int64_t, int64_t> splits = {1, 0})
 {
     using Dim = std::pair<int64_t, int64_t>;
     if (group)
         rows = 1;
-    if (!strides_overlap(std::array<Dim, 4>{Dim{cols, 1}, Dim{rows, row_stride}, Dim{heads, head_stride},
-                                            Dim{group ? 1 : batch, batch_stride}}))
+    if (!strides_overlap(std::array<Dim, 5>{Dim{cols, 1}, Dim{rows, row_stride}, Dim{heads, head_stride},
+                                            Dim{group ? 1 : batch, batch_stride}, splits}))
         return "";
     return std::string(t) + " strides overlap: " + str(rows) + " rows x " + str(heads) + " heads x " + str(cols) +
-           " columns" + (group ? "" : " x " + str(batch) + " batches") + " at row / head / batch strides " +
-           str(row_stride) + " / " + str(head_stride) + " / " + str(batch_stride) +
+           " columns" + (group ? "" : " x " + str(batch) + " batches") +
+           (splits.first > 1 ? " x " + str(splits.first) + " splits" : "") + " at row / head / batch" +
+           (splits.first > 1 ? " / split" : "") + " strides " + str(row_stride) + " / " + str(head_stride) + " / " +
+           str(batch_stride) + (splits.first > 1 ? " / " + str(splits.second) : "") +
            " would write some elements twice (a race)";
 }
 

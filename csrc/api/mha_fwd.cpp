@@ -907,20 +907,18 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
             args.split_stride_o_acc < 0 || args.split_stride_lse_acc < 0 || args.batch_stride_o_acc < 0 ||
             args.batch_stride_lse_acc < 0)
             return bad("o_acc / lse_acc strides must be >= 0 and stride_o_acc >= hdim_v");
-        // o_acc [split, batch, head, row, hdim_v] and lse_acc [split, batch, head, row] (rows 1 apart) as the strides
-        // lay them out: no two splits, heads, rows or batches may share a partial (group mode: rows are physical,
-        // their count device data that max_seqlen_q may over-estimate, so one row is checked; no batch stride)
-        const int64_t nb = is_group_mode ? 1 : args.batch, rows_checked = is_group_mode ? 1 : max_q;
-        using Dim = std::pair<int64_t, int64_t>;
-        if (strides_overlap(std::array<Dim, 5>{Dim{args.hdim_v, 1}, Dim{rows_checked, args.stride_o_acc},
-                                               Dim{args.nhead_q, args.nhead_stride_o_acc},
-                                               Dim{splits, args.split_stride_o_acc}, Dim{nb, args.batch_stride_o_acc}}) ||
-            strides_overlap(std::array<Dim, 4>{Dim{rows_checked, 1}, Dim{args.nhead_q, args.nhead_stride_lse_acc},
-                                               Dim{splits, args.split_stride_lse_acc},
-                                               Dim{nb, args.batch_stride_lse_acc}}))
-            return bad("o_acc / lse_acc strides overlap: with " + str(splits) + " splits, " + str(args.nhead_q) +
-                       " heads, " + str(rows_checked) + " rows and hdim_v " + str(args.hdim_v) +
-                       ", every (split, batch, head, row) needs its own partial");
+        // o_acc [split, batch, head, row, hdim_v] and lse_acc [split, batch, head, row] (rows 1 apart): every
+        // (split, batch, head, row) needs its own partial
+        if (std::string why = overlapping_output("o_acc", args.batch, max_q, args.nhead_q, args.hdim_v,
+                                                 args.stride_o_acc, args.nhead_stride_o_acc, args.batch_stride_o_acc,
+                                                 is_group_mode, {splits, args.split_stride_o_acc});
+            !why.empty())
+            return bad(why);
+        if (std::string why = overlapping_output("lse_acc", args.batch, max_q, args.nhead_q, 1, 1,
+                                                 args.nhead_stride_lse_acc, args.batch_stride_lse_acc, is_group_mode,
+                                                 {splits, args.split_stride_lse_acc});
+            !why.empty())
+            return bad(why);
     }
 
     FwdParams p = make_params(f);
