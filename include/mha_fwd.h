@@ -72,7 +72,8 @@ struct mha_fwd_args
     // Sequence-length arrays (int32, device memory):
     //   group mode: seqstart_{q,k} [b+1] cumulative physical starts; seqlen_{q,k} [b] logical lengths, or
     //               cu_seqlen_{q,k} [b+1] cumulative logical lengths (mutually exclusive with seqlen_*).
-    //   batch mode: cu_seqlen_{q,k} only (padding); seqstart_* and seqlen_* must be nullptr.
+    //   batch mode: cu_seqlen_{q,k} only (padding; logical lengths above seqlen_q / seqlen_k are clamped to
+    //               them); seqstart_* and seqlen_* must be nullptr.
     const void* seqstart_q_ptr  = nullptr;
     const void* seqstart_k_ptr  = nullptr;
     const void* seqlen_q_ptr    = nullptr;
@@ -154,7 +155,8 @@ struct mha_fwd_args
 //   The strides must give every (split, batch, head, row) its own partial (checked; in group mode, where the rows'
 //   count is device data, splits and heads only).
 // - Page tables, seqlen_k_ptr and cache_batch_idx are device data and are not checked; batch mode requires
-//   seqlen_k (the longest cache) <= batch_stride_block_table * page_block_size.
+//   seqlen_k (the longest cache) <= batch_stride_block_table * page_block_size, and the kernels clamp batch-mode
+//   seqlen_k_ptr[b] to [0, seqlen_k] (a count past the cache never reads another batch's keys or table row).
 // - has_sink enables sink tokens (sink_size); there are no sink logits in this struct. No dropout (as in AITER).
 struct mha_fwd_splitkv_args
 {

@@ -33,8 +33,9 @@ struct paged_attention_args
     void* out;                     // [num_seqs, num_heads, head_size], head dim contiguous
     const int32_t* block_tables;   // [num_seqs, block_tables_stride] int32 block ids (4-byte aligned, as context_lens)
     const int32_t* context_lens;   // [num_seqs] int32 tokens per sequence; device data, so not checked: each must be
-                                   // <= max_context_len (paged_attention_v1 ignores tokens past its partitions) and
-                                   // <= block_size * block_tables_stride (pa_fwd_asm reads that many table entries)
+                                   // <= max_context_len (paged_attention_v1 ignores tokens past its partitions); the
+                                   // kernels clamp each to [0, block_size * block_tables_stride] (what a table row
+                                   // addresses), so a longer one never reads another row
     const float* alibi_slopes;     // [num_heads] fp32, or nullptr
     void* workspace;               // paged_attention_v1 with more than one partition; 16-byte aligned
     int64_t workspace_bytes;

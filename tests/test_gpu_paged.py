@@ -74,6 +74,18 @@ def test_v1_empty_context_gives_zeros():
     assert max_err(out, reference(q, k5, v4, tables, lens, 0.125)) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_v1_context_lens_clamp_to_the_table(layout):
+    # context_lens are device data: a length past what a block-table row addresses (640 tokens here) reads that row
+    # only (before the clamp: the next sequence's entries), a negative one is an empty context (zeros)
+    q, k5, v4, tables, lens = make_case(7, 4, 16, 4, 128, 16, 640, torch.bfloat16)
+    lens[0], lens[2] = 5000, -3
+    out = run_v1(q, k5, v4, tables, lens, 640, 128 ** -0.5, layout)
+    assert torch.all(out[2] == 0)
+    ref = reference(q, k5, v4, tables, lens.clamp(0, 640), 128 ** -0.5)
+    assert max_err(out, ref) < TOL[torch.bfloat16]
+
+
 def test_v1_rejects_small_workspace_and_bad_shapes():
     q, k5, v4, tables, lens = make_case(4, 2, 8, 2, 128, 16, 600, torch.bfloat16)
     need = workspace_bytes(2, 8, 128, 600, 256)
@@ -99,6 +111,16 @@ def test_asm_matches_reference(heads, kv):
     fresh = torch.from_dlpack(aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), tables, lens, tables.shape[1]))
     torch.cuda.synchronize()
     assert torch.equal(fresh, out)
+
+
+def test_asm_context_lens_clamp_to_the_table():
+    q, k5, v4, tables, lens = make_case(8, 4, 32, 8, 128, 16, 800, torch.bfloat16)
+    lens[1], lens[3] = 1 << 30, -5  # 800 tokens (the table's 50 blocks); an empty context
+    out = torch.full_like(q, float("nan"))
+    aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), tables, lens, tables.shape[1], out_=out)
+    torch.cuda.synchronize()
+    assert torch.all(out[3] == 0)
+    assert max_err(out, reference(q, k5, v4, tables, lens.clamp(0, 800), 128 ** -0.5)) < TOL[torch.bfloat16]
 
 
 def test_asm_rejects_other_head_sizes():

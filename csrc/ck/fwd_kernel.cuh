@@ -111,7 +111,9 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             {
                 // the batch's own key count, and a paged cache's pages of 2^k keys from its block table: boxes of
                 // tma_box_rows rows (all of a block, or as much as stays inside one page), one per lane
-                early = first_block(p.kv.seqlen_k != nullptr ? p.kv.seqlen_k[batch] : p.seqlen_k, n0);
+                // (the batch's key count clamped to the cache's, as SeqInfo::apply_kv_cache clamps it)
+                const int keys = p.kv.seqlen_k ? max(0, min(p.kv.seqlen_k[batch], p.seqlen_k)) : p.seqlen_k;
+                early = first_block(keys, n0);
                 if (early)
                 {
                     const int first = int(threadIdx.x % 32) * p.kv.tma_box_rows, ps = p.kv.page_size;

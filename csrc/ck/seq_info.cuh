@@ -28,9 +28,10 @@ struct SeqInfo
         }
         else
         {
+            // logical lengths from cu_seqlen_q / k are device data: clamped to the padded lengths, a batch's slab
             q_row0 = k_row0 = 0;
-            seqlen_q = s.cu_seqlen_q ? s.cu_seqlen_q[b + 1] - s.cu_seqlen_q[b] : p.seqlen_q;
-            seqlen_k = s.cu_seqlen_k ? s.cu_seqlen_k[b + 1] - s.cu_seqlen_k[b] : p.seqlen_k;
+            seqlen_q = s.cu_seqlen_q ? max(0, min(s.cu_seqlen_q[b + 1] - s.cu_seqlen_q[b], p.seqlen_q)) : p.seqlen_q;
+            seqlen_k = s.cu_seqlen_k ? max(0, min(s.cu_seqlen_k[b + 1] - s.cu_seqlen_k[b], p.seqlen_k)) : p.seqlen_k;
         }
     }
 
@@ -43,8 +44,8 @@ struct SeqInfo
             const int pages = kv.page_indptr[b + 1] - kv.page_indptr[b];
             seqlen_k = pages > 0 ? kv.page_size * (pages - 1) + min(kv.last_page_lens[b], kv.page_size) : 0;
         }
-        else if (!p.seq.is_group && kv.seqlen_k != nullptr)
-            seqlen_k = kv.seqlen_k[b];
+        else if (!p.seq.is_group && kv.seqlen_k != nullptr) // clamped to the cache's length (block-table row)
+            seqlen_k = max(0, min(kv.seqlen_k[b], p.seqlen_k));
         if (kv.page_size > 0)
             k_row0 = 0;
     }

@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kCombineMaxThreads) splitkv_combine_kernel(con
                                                  : sq.seqstart_q[b + 1] - sq.seqstart_q[b]);
     }
     else if (sq.cu_seqlen_q)
-        seqlen_q = sq.cu_seqlen_q[b + 1] - sq.cu_seqlen_q[b];
+        seqlen_q = min(sq.cu_seqlen_q[b + 1] - sq.cu_seqlen_q[b], p.seqlen_q); // as SeqInfo clamps it
     if (q >= seqlen_q)
         return;
 

@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -39,12 +40,20 @@ struct Params
     float* max_logits; // [seqs, heads, partitions]
     void* tmp_out;     // [seqs, heads, partitions, head_size] in the element type
     int num_heads, group, ratio, head_size, block_size, table_stride, partition_size, num_partitions;
+    int max_ctx; // block_size x table_stride (capped at INT_MAX): context_lens are clamped to [0, max_ctx]
     int64_t q_seq, q_head, o_seq, o_head;
     int64_t k_block, k_head, k_chunk, k_token; // K element (block, kv head, dim 8c + e, token t): ... + e
     int64_t v_block, v_head, v_dim, v_token;   // V element (block, kv head, dim, token)
     float scale, softcap;
     int sliding_window;
 };
+
+// A sequence's context length, clamped to what its block-table row can address (device data: a length past the row
+// would read table entries of the next sequence or past the table)
+__device__ __forceinline__ int context_len(const Params& p, int seq)
+{
+    return max(0, min(p.context_lens[seq], p.max_ctx));
+}
 
 template <typename T>
 __device__ __forceinline__ float to_f(T x)
@@ -84,7 +93,7 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
     const int part = blockIdx.x, hg = blockIdx.y, seq = blockIdx.z;
     const int G = p.group, D = p.head_size, P = p.partition_size, bs = p.block_size;
     const int head0 = hg * G, kvh = head0 / p.ratio;
-    const int ctx   = p.context_lens[seq];
+    const int ctx   = context_len(p, seq);
     const int start = part * P, end = min(start + P, ctx);
     if (start >= ctx && !(ctx == 0 && part == 0))
         return; // partitions past the context are never combined
@@ -224,7 +233,7 @@ template <typename T>
 __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_constant__ Params p)
 {
     const int h = blockIdx.x, seq = blockIdx.y, D = p.head_size;
-    const int ctx = p.context_lens[seq];
+    const int ctx = context_len(p, seq);
     const int parts = min((ctx + p.partition_size - 1) / p.partition_size, p.num_partitions);
     const int64_t base = (int64_t(seq) * p.num_heads + h) * p.num_partitions;
     float m = -INFINITY;
@@ -266,7 +275,7 @@ __global__ void __launch_bounds__(kAsmThreads) pa_asm_kernel(const __grid_consta
         q_s[i] = to_f(static_cast<const T*>(p.q)[seq * p.q_seq + (head0 + i / kAsmHead) * p.q_head + i % kAsmHead]);
     __syncthreads();
 
-    const int ctx = p.context_lens[seq];
+    const int ctx = context_len(p, seq);
     const int32_t* table = p.block_tables + int64_t(seq) * p.table_stride;
     const T* kc = static_cast<const T*>(p.k);
     const T* vc = static_cast<const T*>(p.v);
@@ -452,6 +461,7 @@ Params make_params(const aiter::paged_attention_args& a)
     p.block_tables = a.block_tables, p.context_lens = a.context_lens, p.alibi = a.alibi_slopes;
     p.num_heads = a.num_heads, p.ratio = a.num_heads / a.num_kv_heads, p.group = group_of(p.ratio);
     p.head_size = a.head_size, p.block_size = a.block_size, p.table_stride = a.block_tables_stride;
+    p.max_ctx = int(std::min<int64_t>(INT_MAX, int64_t(a.block_size) * a.block_tables_stride));
     p.q_seq = a.q_stride_seq, p.q_head = a.q_stride_head, p.o_seq = a.o_stride_seq, p.o_head = a.o_stride_head;
     p.k_block = a.k_stride_block, p.k_head = a.k_stride_head, p.v_block = a.v_stride_block, p.v_head = a.v_stride_head;
     const int64_t tok_nhd = int64_t(a.num_kv_heads) * a.head_size;

@@ -3,7 +3,9 @@
 //   bigpool  mha_fwd_splitkv over a pool of 140,000 pages (block ids > 65,535, > 2^31 elements per cache) vs mha_fwd
 //            on the same keys gathered densely
 //   ragged   batch-mode mha_fwd_splitkv with per-sequence key counts below the cache's capacity (dense and paged,
-//            NaN past every sequence) vs mha_fwd in group mode
+//            NaN past every sequence; key counts past the cache clamp to it) vs mha_fwd in group mode
+//   padding  batch-mode mha_fwd with cu_seqlen_q / cu_seqlen_k (lengths past the padding clamp to it; padded rows
+//            untouched) vs one call per batch
 //   graph    a split-KV decode step captured into a CUDA graph replays bit for bit what the eager call wrote (cluster
 //            merge, merge inside the split grid, combine kernel, placement clusters)
 //   merge    split-KV calls merging inside their grids on two streams at once, and on more o_acc addresses than the
@@ -295,8 +297,10 @@ bool bigpool_case()
 // (seqlen_k_ptr, as serving engines call it), against mha_fwd in group mode on the keys packed densely. Cache rows
 // past a sequence's length are NaN and, paged, its block-table entries past its last page point at a NaN page, so
 // reading any of them shows. Q / O [b, sq, h, d]; bottom-right causal when sq > 1.
+// over > 0: sequences filling the cache get cap + over as their key count (device data past the cache: it clamps to
+// cap, and the reference sees cap keys)
 bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, int page, int sq, uint32_t seed,
-                 int d = 128)
+                 int d = 128, int over = 0)
 {
     const int b = int(lens.size()), h = 32, hk = 8;
     std::mt19937 g(seed);
@@ -335,7 +339,10 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
             std::copy_n(v.begin() + size_t(ks[i] + j) * row, row, vc.begin() + dst);
         }
     bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *dkc = upload(kc), *dvc = upload(vc);
-    int *dqs = upload(qs), *dks = upload(ks), *dl = upload(lens), *dt = page > 0 ? upload(table) : nullptr;
+    std::vector<int> given = lens;
+    for (int& x : given)
+        x += x == cap ? over : 0;
+    int *dqs = upload(qs), *dks = upload(ks), *dl = upload(given), *dt = page > 0 ? upload(table) : nullptr;
     const size_t on = size_t(tq) * h * d;
     bf16 *o1 = nullptr, *o2 = nullptr;
     float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
@@ -392,6 +399,96 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
                      download(l2, size_t(h) * tq));
     for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)dkc, (void*)dvc, (void*)dqs, (void*)dks, (void*)dl,
                     (void*)dt, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
+        cudaFree(x);
+    return ok;
+}
+
+// Batch-mode padding: mha_fwd over [b, sq_pad] queries and [b, sk_pad] keys with per-batch lengths from
+// cu_seqlen_q / cu_seqlen_k (differences; lengths above the padded ones clamp to them) vs one batch-mode call per
+// batch over exactly its rows. Rows past a batch's length must keep the poison in O and LSE.
+bool padding_case(const char* name, std::vector<int> lq, std::vector<int> lk, int sq_pad, int sk_pad, bool causal,
+                  uint32_t seed, bool use_asm_v3 = false)
+{
+    const int b = int(lq.size()), h = 8, hk = 2, d = 128;
+    std::mt19937 g(seed);
+    std::vector<int> cq(b + 1, 0), ck(b + 1, 0);
+    for (int i = 0; i < b; ++i)
+        cq[i + 1] = cq[i] + lq[i], ck[i + 1] = ck[i] + lk[i];
+    const size_t on = size_t(b) * sq_pad * h * d, ln = size_t(b) * h * sq_pad;
+    auto q = random_bf16(on, g), k = random_bf16(size_t(b) * sk_pad * hk * d, g),
+         v = random_bf16(size_t(b) * sk_pad * hk * d, g);
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *o1 = nullptr, *o2 = nullptr;
+    int *dcq = upload(cq), *dck = upload(ck);
+    float *l1 = nullptr, *l2 = nullptr;
+    CHECK(cudaMalloc(&o1, on * 2));
+    CHECK(cudaMalloc(&o2, on * 2));
+    CHECK(cudaMalloc(&l1, ln * 4));
+    CHECK(cudaMalloc(&l2, ln * 4));
+    for (void* x : {(void*)o1, (void*)o2})
+        CHECK(cudaMemset(x, 0xFF, on * 2)); // NaN
+    for (void* x : {(void*)l1, (void*)l2})
+        CHECK(cudaMemset(x, 0xFF, ln * 4));
+
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16", a.is_group_mode = false, a.has_lse = true;
+    a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o2, a.lse_ptr = l2;
+    a.cu_seqlen_q_ptr = dcq, a.cu_seqlen_k_ptr = dck;
+    a.seqlen_q = a.max_seqlen_q = sq_pad, a.seqlen_k = sk_pad, a.batch = b;
+    a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = hk, a.scale_s = 1.f / std::sqrt(float(d));
+    a.stride_q = a.stride_o = h * d, a.stride_k = a.stride_v = hk * d;
+    a.nhead_stride_q = a.nhead_stride_o = a.nhead_stride_k = a.nhead_stride_v = d;
+    a.batch_stride_q = a.batch_stride_o = sq_pad * h * d, a.batch_stride_k = a.batch_stride_v = sk_pad * hk * d;
+    a.nhead_stride_lse = sq_pad, a.batch_stride_lse = h * sq_pad;
+    a.window_size_left = -1, a.window_size_right = causal ? 0 : -1, a.mask_type = causal ? 2 : 0;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    a.use_asm_v3 = use_asm_v3; // the asm (wgmma) family where it covers the call, else ck
+    bool ok = aiter::mha_fwd(a, ck_tile::stream_config{}) >= 0;
+    for (int i = 0; ok && i < b; ++i)
+    {
+        aiter::mha_fwd_args r = a; // batch i alone, exactly its (clamped) lengths
+        r.cu_seqlen_q_ptr = r.cu_seqlen_k_ptr = nullptr;
+        r.batch = 1, r.seqlen_q = r.max_seqlen_q = std::min(lq[i], sq_pad), r.seqlen_k = std::min(lk[i], sk_pad);
+        r.q_ptr = dq + size_t(i) * a.batch_stride_q, r.o_ptr = o1 + size_t(i) * a.batch_stride_o;
+        r.k_ptr = dk + size_t(i) * a.batch_stride_k, r.v_ptr = dv + size_t(i) * a.batch_stride_v;
+        r.lse_ptr = l1 + size_t(i) * a.batch_stride_lse;
+        ok = aiter::mha_fwd(r, ck_tile::stream_config{}) >= 0;
+    }
+    CHECK(cudaDeviceSynchronize());
+    if (!ok)
+    {
+        std::printf("%s FAIL: %s\n", name, aiter::mha_get_last_error());
+        ok = false;
+    }
+    else
+    {
+        // rows past a batch's length: both buffers must still hold the poison (compare() treats NaN as an error,
+        // so they are compared as bits here and replaced by zeros before it)
+        auto oa = download(o1, on), ob = download(o2, on);
+        auto la = download(l1, ln), lb = download(l2, ln);
+        size_t touched = 0;
+        for (int i = 0; i < b; ++i)
+            for (int r = std::min(lq[i], sq_pad); r < sq_pad; ++r)
+                for (int hh = 0; hh < h; ++hh)
+                {
+                    const size_t l = (size_t(i) * h + hh) * sq_pad + r, o = ((size_t(i) * sq_pad + r) * h + hh) * d;
+                    uint32_t wa, wb;
+                    std::memcpy(&wa, &la[l], 4), std::memcpy(&wb, &lb[l], 4);
+                    touched += wa != 0xFFFFFFFFu || wb != 0xFFFFFFFFu;
+                    la[l] = lb[l] = 0.f;
+                    for (int c = 0; c < d; ++c)
+                    {
+                        uint16_t xa, xb;
+                        std::memcpy(&xa, &oa[o + c], 2), std::memcpy(&xb, &ob[o + c], 2);
+                        touched += xa != 0xFFFFu || xb != 0xFFFFu;
+                        oa[o + c] = ob[o + c] = __float2bfloat16(0.f);
+                    }
+                }
+        if (touched)
+            std::printf("%s FAIL: %zu padded O / LSE elements written\n", name, touched);
+        ok = compare(name, oa, ob, la, lb) && touched == 0;
+    }
+    for (void* x :
+         {(void*)dq, (void*)dk, (void*)dv, (void*)dcq, (void*)dck, (void*)o1, (void*)o2, (void*)l1, (void*)l2})
         cudaFree(x);
     return ok;
 }
@@ -816,6 +913,15 @@ int main()
     // overflows 32 bits: each query head then gets its own tile (pack_ratio), every row still computed
     ok &= prefill_case("prefill page16 gqa1024 max_seqlen_q 2^21+16", {20}, {130}, 1024, 1, 128, 16, 0, -1, -1, 0.f,
                        0.f, 7, (1 << 21) + 16);
+    ok &= padding_case("padding batch mode", {64, 17, 5, 1}, {200, 90, 1, 150}, 64, 200, false, 8);
+    ok &= padding_case("padding batch mode causal", {30, 64, 2}, {31, 7, 200}, 64, 200, true, 9);
+    // cu_seqlen differences above the padded lengths (device data) clamp to them: no read past a batch's slab
+    ok &= padding_case("padding batch mode lengths past the padding", {64, 90, 3}, {200, 1000, 1 << 20}, 64, 200,
+                       false, 10);
+    ok &= padding_case("padding batch mode causal lengths past the padding", {70, 5}, {5000, 180}, 64, 200, true, 11);
+    ok &= padding_case("padding batch mode asm lengths past the padding", {300, 100}, {900, 70}, 256, 512, false, 12,
+                       true);
+    ok &= padding_case("padding batch mode asm causal", {256, 100, 7}, {300, 512, 9}, 256, 512, true, 13, true);
     ok &= bigpool_case();
     // cache capacity 3000 (94 key blocks of 32): lengths that end on, just after and just before a block, one key,
     // and splits left empty by short sequences; 3 and 8 splits merge in clusters, 16 in the combine kernel, 0 is
@@ -847,6 +953,10 @@ int main()
                                                        100, 2900, 65, 1024}, 3000, 4, 0, 1, 94);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4", {3000, 5, 900}, 3000, 4, 0, 3, 60);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4 page=16", {3000, 5, 900}, 3000, 4, 16, 3, 61);
+    ok &= ragged_case("ragged splitkv key counts past the cache", {3000, 1, 700, 3000}, 3000, 0, 0, 1, 62, 128, 5000);
+    ok &= ragged_case("ragged splitkv key counts past the cache page=16", {3000, 1, 700, 3000}, 3000, 3, 16, 1, 63, 128,
+                      1 << 24);
+    ok &= ragged_case("ragged splitkv causal key counts past the cache", {3000, 5, 3000}, 3000, 4, 0, 3, 64, 128, 1);
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
         ok &= graph_case(b, splits);
     ok &= concurrent_merge_case();
