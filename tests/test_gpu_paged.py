@@ -2,7 +2,8 @@
 and aiter_mha.pa_fwd_asm, the tuned one) against the float64 four-stage golden model (csrc/reference/decode_golden.py):
 both cache layouts, head sizes 64-256, GQA groups up to 32, partitions through the workspace, ALiBi, soft-cap,
 sliding window, empty contexts, and the errors for a too-small workspace or an unsupported shape.
-Fresh random inputs, NaN-poisoned outputs. Skipped without torch.cuda or the built module."""
+Fresh random inputs, NaN-poisoned outputs. Skipped without torch.cuda or the built module.
+Throughput: scripts/paged_bench.py."""
 import math
 import os
 import sys
@@ -99,15 +100,19 @@ def test_v1_rejects_small_workspace_and_bad_shapes():
     assert aiter_mha.paged_attention_workspace_bytes(2, 8, 128, 600, 256) == need
 
 
-@pytest.mark.parametrize("heads,kv", [(32, 4), (8, 8), (64, 2)])
-def test_asm_matches_reference(heads, kv):
-    q, k5, v4, tables, lens = make_case(5 + heads, 6, heads, kv, 128, 16, 1500, torch.bfloat16)
+# 6 sequences: clusters of 4 splits with 6-stage rings (the grid fits one CTA per SM); 40: one split, 3 stages; 64
+# query heads per 2 KV heads: two groups of 16 rows per KV head; 8 / 8: one real row of 16
+@pytest.mark.parametrize("heads,kv,seqs,dtype", [(32, 4, 6, torch.bfloat16), (8, 8, 6, torch.bfloat16),
+                                                 (64, 2, 6, torch.bfloat16), (32, 8, 40, torch.bfloat16),
+                                                 (32, 4, 6, torch.float16)])
+def test_asm_matches_reference(heads, kv, seqs, dtype):
+    q, k5, v4, tables, lens = make_case(5 + heads + seqs, seqs, heads, kv, 128, 16, 1500, dtype)
     lens[1] = 1
     lens[2] = 17
     out = torch.full_like(q, float("nan"))
     aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), tables, lens, tables.shape[1], out_=out)
     torch.cuda.synchronize()
-    assert max_err(out, reference(q, k5, v4, tables, lens, 128 ** -0.5)) < TOL[torch.bfloat16]
+    assert max_err(out, reference(q, k5, v4, tables, lens, 128 ** -0.5)) < TOL[dtype]
     fresh = torch.from_dlpack(aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), tables, lens, tables.shape[1]))
     torch.cuda.synchronize()
     assert torch.equal(fresh, out)

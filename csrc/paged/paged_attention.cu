@@ -1,22 +1,26 @@
 // Paged-attention decode over vLLM-style caches (include/mha_paged.h): the generic partitioned kernel
 // (paged_attention_v1) with its partition-combine kernel, and the tuned asm-layout kernel (pa_fwd_asm).
-// Both are SIMT kernels: decode is memory-bound, and one query row per head leaves nothing for the tensor cores.
-// Each CTA serves the query heads of one KV head (up to kMaxGroup at a time), so every K/V byte is read once for
-// the whole GQA group; block ids are 32-bit, every offset 64-bit.
+// The generic kernel is SIMT (any head size, block size, layout and score modifier); the tuned one runs its dot
+// products on the tensor cores (m16n8k16, 16 query heads per KV head at a time), streams K / V through per-warp
+// cp.async rings and splits long contexts over thread-block clusters. Each CTA serves the query heads of one KV head,
+// so every K/V byte is read once for the whole GQA group (up to 16 heads); block ids are 32-bit, every offset 64-bit.
 
 #include "mha_paged.h"
 
 #include "../api/error.h"
 #include "../api/launch.h"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace mha::paged {
 
@@ -25,7 +29,6 @@ constexpr int kMaxGroup = 16;  // query heads per CTA
 constexpr int kMaxHead  = 256;
 constexpr int kV1Threads = 128, kV1Warps = kV1Threads / 32;
 constexpr int kMaxPartition = 1024;
-constexpr int kAsmHead = 128, kAsmBlock = 16, kAsmThreads = 256, kAsmWarps = kAsmThreads / 32;
 
 struct Params
 {
@@ -256,154 +259,322 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_c
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Tuned kernel (head 128, block 16, asm V layout): CTA (head group, sequence), 8 warps each walking every 8th block
-// of 16 tokens with an online softmax; lane l scores token l % 16 over head-dim half l / 16, and owns output columns
-// l + 32 j. The warps' states are merged through shared memory at the end.
+// Tuned kernel (head 128, block 16; K [blocks, h_k, 16 chunks, 16 tokens, 8], V [blocks, h_k, 2, 128 dims, 8 tokens]):
+// tensor-core MMAs (m16n8k16) on 16 query heads of one KV head against each block of 16 tokens.
+//
+// CTA (split, KV head x head group, sequence): four warps, each walking every fourth block of the split's range with
+// its own ring of kAsmStages blocks in shared memory (16-byte cp.async, 8 KB per block: the K and V block of the KV
+// head are contiguous 4 KB each). The splits of a sequence and KV head form one thread-block cluster (sm_90, up to
+// 16 CTAs) and merge through distributed shared memory, so the kernel needs no workspace (AITER's pa_fwd_asm has
+// none) and a batch of one still spreads over the GPU.
+//
+// The asm layouts let every fragment come from 16- or 8-byte shared loads: the dot products do not care in which
+// order the head dims enter the MMA's k slots, nor which tokens sit in which n slots, so both are permuted.
+//   S = Q K^T, 8 k steps x 2 n tiles. Lane (g, q) (g = lane / 4, q = lane % 4) loads K chunk 4q + c (8 dims) of
+//   token tau_j(g) = 4 (g / 2) + 2 j + g % 2 for n tile j: its first 8 bytes are the B fragment of k step 2c, its
+//   last 8 of step 2c + 1. Q's A fragments take the same dims: step s, k slots {2q, 2q + 1, 2q + 8, 2q + 9} hold
+//   dims (4q + s / 2) * 8 + (s % 2) * 4 + {0, 1, 2, 3}.
+//   With that token order the S accumulators of lane (g, q) hold tokens 4q + {0, 1} (tile 0) and 4q + {2, 3} (tile
+//   1), which is the A fragment of P V with k slots {2q, 2q + 1, 2q + 8, 2q + 9} = tokens 4q .. 4q + 3; the B fragment
+//   of V's n tile i is then the 8 bytes of tokens 4q .. 4q + 3 of dim 8i + g: one 8-byte load.
+// Shared memory is swizzled so that both loads are free of bank conflicts: K chunk (c, token t) sits at 16-byte slot
+// 16 c + (t ^ ((c / 2) & 6)), V chunk (token group tg, dim d) at 128 tg + (d ^ 4 tg).
+// H100, 32 query / 8 KV heads, bf16, L2 swept, GB/s of K + V (scripts/paged_bench.py), b=1 / 16 / 64 at 1k / 8k / 32k
+// tokens: 380 / 1237 / 1959, 1731 / 2781 / 2998, 2597 / 3011 / 3067; the SIMT kernel this replaced (one CTA of 8 warps
+// per head group and sequence, no splits, scalar loads): 57 / 59 / 60, 828 / 902 / 909, 890 / 930 / 934.
 // ---------------------------------------------------------------------------------------------------------------
-template <typename T>
-__global__ void __launch_bounds__(kAsmThreads) pa_asm_kernel(const __grid_constant__ Params p)
+constexpr int kAsmHead = 128, kAsmBlock = 16, kAsmWarps = 4, kAsmThreads = 32 * kAsmWarps;
+constexpr int kAsmRows = 16;                                    // query heads per CTA (MMA rows)
+constexpr int kAsmBlockBytes = kAsmBlock * kAsmHead * 2;        // one K or V block of one KV head: 4 KB
+// ring stages per warp: 3, 96 KB a CTA, two CTAs per SM (6 stages for a batch of one, one CTA per SM, read no faster:
+// H100, b=1 8k / 32k 1072 / 1884 GB/s against 1084-1237 / 1720-1959 over three runs of 3 stages)
+constexpr int kAsmStages = 3;
+constexpr int kAsmSmemBytes = kAsmWarps * kAsmStages * 2 * kAsmBlockBytes;
+constexpr int kAsmMaxCluster = 16;
+// after the loop the ring holds the warps' states: O [warps][16][128], (m, l) [warps][16][2], then the CTA's own
+// merged O [16][128] and (m, l) [16][2], which the cluster's other CTAs read
+constexpr int kAsmWarpO = 0, kAsmWarpML = kAsmWarps * kAsmRows * kAsmHead * 4,
+              kAsmCtaO = kAsmWarpML + kAsmWarps * kAsmRows * 2 * 4, kAsmCtaML = kAsmCtaO + kAsmRows * kAsmHead * 4;
+static_assert(kAsmCtaML + kAsmRows * 2 * 4 <= kAsmSmemBytes, "merge buffers must fit in the ring");
+
+__device__ __forceinline__ int asm_k_slot(int c, int t) { return c * 16 + (t ^ ((c >> 1) & 6)); }
+__device__ __forceinline__ int asm_v_slot(int tg, int d) { return tg * 128 + (d ^ (tg * 4)); }
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src)
 {
-    extern __shared__ float smem[];
-    const int hg = blockIdx.x, seq = blockIdx.y, G = p.group;
-    const int head0 = hg * G, kvh = head0 / p.ratio;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    float* q_s   = smem;                                   // [G][128]
-    float* p_s   = q_s + kMaxGroup * kAsmHead;             // [warps][G][16]
-    float* acc_s = p_s + kAsmWarps * kMaxGroup * kAsmBlock; // [warps][G][128]
-    float* ml_s  = acc_s + kAsmWarps * kMaxGroup * kAsmHead; // [warps][G][2]
-    for (int i = tid; i < G * kAsmHead; i += kAsmThreads)
-        q_s[i] = to_f(static_cast<const T*>(p.q)[seq * p.q_seq + (head0 + i / kAsmHead) * p.q_head + i % kAsmHead]);
-    __syncthreads();
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
 
-    const int ctx = context_len(p, seq);
-    const int32_t* table = p.block_tables + int64_t(seq) * p.table_stride;
-    const T* kc = static_cast<const T*>(p.k);
-    const T* vc = static_cast<const T*>(p.v);
-    const int tok = lane % kAsmBlock, half = lane / kAsmBlock;
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
-    float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][4];
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g)
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
     {
-        m[g] = -INFINITY, l[g] = 0.f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-            acc[g][j] = 0.f;
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t*>(&v);
     }
-    const int nblocks = (ctx + kAsmBlock - 1) / kAsmBlock;
-    for (int b = warp; b < nblocks; b += kAsmWarps)
+    else
     {
-        const int64_t blk = table[b];
-        const T* kb = kc + blk * p.k_block + kvh * p.k_head;
-        const T* vb = vc + blk * p.v_block + kvh * p.v_head;
-        const int t = b * kAsmBlock + tok;
-        // K: chunk c of token tok at (c * 16 + tok) * 8
-        float s[kMaxGroup];
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g)
-            s[g] = 0.f;
-#pragma unroll
-        for (int cc = 0; cc < 8; ++cc)
-        {
-            const int c = half * 8 + cc;
-            float kf[8];
-            load8(kb + (c * kAsmBlock + tok) * kX, kf);
-#pragma unroll
-            for (int g = 0; g < kMaxGroup; ++g)
-                if (g < G)
-                {
-                    const float* qg = q_s + g * kAsmHead + c * kX;
-#pragma unroll
-                    for (int e = 0; e < 8; ++e)
-                        s[g] += qg[e] * kf[e];
-                }
-        }
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g)
-        {
-            if (g >= G)
-                continue;
-            float x = s[g] + __shfl_xor_sync(0xffffffff, s[g], 16);
-            x = t < ctx ? x * p.scale : -INFINITY;
-            float bm = x;
-            for (int o = 8; o > 0; o /= 2)
-                bm = fmaxf(bm, __shfl_xor_sync(0xffffffff, bm, o));
-            const float mn   = fmaxf(m[g], bm); // finite: the block holds at least one token
-            const float corr = __expf(m[g] - mn);
-            const float e    = __expf(x - mn);
-            float es = e;
-            for (int o = 8; o > 0; o /= 2)
-                es += __shfl_xor_sync(0xffffffff, es, o);
-            l[g] = l[g] * corr + es;
-            m[g] = mn;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                acc[g][j] *= corr;
-            if (half == 0)
-                p_s[(warp * kMaxGroup + g) * kAsmBlock + tok] = e;
-        }
-        __syncwarp();
-        // V: tokens 8 tg .. 8 tg + 7 of column d at (tg * 128 + d) * 8
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-        {
-            const int d = lane + 32 * j;
-#pragma unroll
-            for (int tg = 0; tg < 2; ++tg)
-            {
-                float vf[8];
-                load8(vb + (tg * kAsmHead + d) * kX, vf);
-#pragma unroll
-#pragma unroll
-                for (int e = 0; e < 8; ++e) // slots past the context may hold anything (0 * NaN = NaN)
-                    if (b * kAsmBlock + tg * kX + e >= ctx)
-                        vf[e] = 0.f;
-#pragma unroll
-                for (int g = 0; g < kMaxGroup; ++g)
-                    if (g < G)
-                    {
-                        const float* pg = p_s + (warp * kMaxGroup + g) * kAsmBlock + tg * kX;
-#pragma unroll
-                        for (int e = 0; e < 8; ++e)
-                            acc[g][j] += pg[e] * vf[e];
-                    }
-            }
-        }
-        __syncwarp();
-    }
-    // merge the warps
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g)
-    {
-        if (g >= G)
-            continue;
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-            acc_s[(warp * kMaxGroup + g) * kAsmHead + lane + 32 * j] = acc[g][j];
-        if (lane == 0)
-            ml_s[(warp * kMaxGroup + g) * 2] = m[g], ml_s[(warp * kMaxGroup + g) * 2 + 1] = l[g];
-    }
-    __syncthreads();
-    for (int i = tid; i < G * kAsmHead; i += kAsmThreads)
-    {
-        const int g = i / kAsmHead, d = i % kAsmHead;
-        float mx = -INFINITY;
-        for (int w = 0; w < kAsmWarps; ++w)
-            mx = fmaxf(mx, ml_s[(w * kMaxGroup + g) * 2]);
-        float num = 0.f, den = 0.f;
-        if (mx != -INFINITY)
-            for (int w = 0; w < kAsmWarps; ++w)
-            {
-                const float f = __expf(ml_s[(w * kMaxGroup + g) * 2] - mx);
-                num += f * acc_s[(w * kMaxGroup + g) * kAsmHead + d];
-                den += f * ml_s[(w * kMaxGroup + g) * 2 + 1];
-            }
-        static_cast<T*>(p.out)[seq * p.o_seq + (head0 + g) * p.o_head + d] = T(den > 0.f ? num / den : 0.f);
+        const __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t*>(&v);
     }
 }
 
-constexpr size_t kAsmSmemBytes =
-    sizeof(float) * (kMaxGroup * kAsmHead + kAsmWarps * kMaxGroup * (kAsmBlock + kAsmHead + 2));
+template <typename T>
+__global__ void __launch_bounds__(kAsmThreads) pa_asm_kernel(const __grid_constant__ Params p)
+{
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const int split = blockIdx.x, splits = gridDim.x, seq = blockIdx.z;
+    const int groups = (p.ratio + kAsmRows - 1) / kAsmRows;
+    const int kvh = blockIdx.y / groups, row0 = (blockIdx.y % groups) * kAsmRows; // row r: query head kvh*ratio+row0+r
+    const int rows = min(kAsmRows, p.ratio - row0);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
+
+    // Q's A fragments (rows g and g + 8; zeros past the group's heads), in the permuted dim order
+    uint32_t qa[8][4];
+    {
+        const T* q0 = static_cast<const T*>(p.q) + int64_t(seq) * p.q_seq + int64_t(kvh * p.ratio + row0) * p.q_head;
+#pragma unroll
+        for (int s = 0; s < 8; ++s)
+        {
+            const int d = (4 * q + s / 2) * 8 + (s % 2) * 4;
+            uint2 lo = make_uint2(0, 0), hi = make_uint2(0, 0);
+            if (g < rows)
+                lo = *reinterpret_cast<const uint2*>(q0 + int64_t(g) * p.q_head + d);
+            if (g + 8 < rows)
+                hi = *reinterpret_cast<const uint2*>(q0 + int64_t(g + 8) * p.q_head + d);
+            qa[s][0] = lo.x, qa[s][1] = hi.x, qa[s][2] = lo.y, qa[s][3] = hi.y;
+        }
+    }
+
+    const int ctx = context_len(p, seq);
+    const int nblocks = (ctx + kAsmBlock - 1) / kAsmBlock;
+    const int per = (nblocks + splits - 1) / splits;
+    const int b_begin = split * per, b_end = min(nblocks, b_begin + per);
+    const int mine = b_begin + warp < b_end ? (b_end - b_begin - warp + kAsmWarps - 1) / kAsmWarps : 0;
+    const int32_t* table = p.block_tables + int64_t(seq) * p.table_stride;
+    const unsigned char* kc = static_cast<const unsigned char*>(p.k) + int64_t(kvh) * p.k_head * 2;
+    const unsigned char* vc = static_cast<const unsigned char*>(p.v) + int64_t(kvh) * p.v_head * 2;
+    const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) +
+                          warp * kAsmStages * 2 * kAsmBlockBytes;
+    const unsigned char* ring_ptr = smem_raw + warp * kAsmStages * 2 * kAsmBlockBytes;
+
+    // iteration k of this warp (block b_begin + warp + k * kAsmWarps) into stage k % kAsmStages; block ids come 32
+    // iterations at a time, one per lane
+    int ids = 0;
+    auto issue = [&](int k) {
+        if (k < mine)
+        {
+            if (k % 32 == 0)
+            {
+                const int b = b_begin + warp + (k + lane) * kAsmWarps;
+                ids = b < b_end ? table[b] : 0;
+            }
+            const int64_t blk = __shfl_sync(0xffffffffu, ids, k % 32);
+            const unsigned char* ks = kc + blk * p.k_block * 2;
+            const unsigned char* vs = vc + blk * p.v_block * 2;
+            const uint32_t st = ring + (k % kAsmStages) * 2 * kAsmBlockBytes;
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+            {
+                const int j = lane + 32 * i; // 16-byte chunk of the block
+                cp_async16(st + asm_k_slot(j / 16, j % 16) * 16, ks + j * 16);
+                cp_async16(st + kAsmBlockBytes + asm_v_slot(j / 128, j % 128) * 16, vs + j * 16);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+
+    float o[16][4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f; // rows g, g + 8 (l: this lane's tokens only)
+    const float sl = p.scale * 1.4426950408889634f;          // exp(x) = exp2(x log2 e)
+
+#pragma unroll
+    for (int k = 0; k < kAsmStages - 1; ++k)
+        issue(k);
+    for (int k = 0; k < mine; ++k)
+    {
+        issue(k + kAsmStages - 1);
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(kAsmStages - 1) : "memory");
+        __syncwarp();
+        const unsigned char* st = ring_ptr + (k % kAsmStages) * 2 * kAsmBlockBytes;
+
+        float s[2][4] = {};
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+        {
+            const int t = 4 * (g / 2) + 2 * j + g % 2;
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+            {
+                const uint4 kv = *reinterpret_cast<const uint4*>(st + asm_k_slot(4 * q + c, t) * 16);
+                mma16816<T>(s[j], qa[2 * c], kv.x, kv.y);
+                mma16816<T>(s[j], qa[2 * c + 1], kv.z, kv.w);
+            }
+        }
+        // tokens of the last block past the context: no score, and their V slots (anything, NaN too) zeroed below
+        const int tok0 = (b_begin + warp + k * kAsmWarps) * kAsmBlock + 4 * q; // this lane's tokens tok0 .. tok0 + 3
+        const bool partial = tok0 + 4 > ctx;
+        if (partial)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (tok0 + 2 * j + (e & 1) >= ctx)
+                        s[j][e] = -INFINITY;
+        float x0 = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
+        float x1 = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1)), x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2)), x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+        // every block holds at least one token of the context, so the new maxima are finite
+        const float n0 = fmaxf(m0, x0 * sl), n1 = fmaxf(m1, x1 * sl);
+        const float c0 = exp2f(m0 - n0), c1 = exp2f(m1 - n1);
+        m0 = n0, m1 = n1;
+        float pr[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+        {
+            pr[j][0] = exp2f(s[j][0] * sl - n0), pr[j][1] = exp2f(s[j][1] * sl - n0);
+            pr[j][2] = exp2f(s[j][2] * sl - n1), pr[j][3] = exp2f(s[j][3] * sl - n1);
+        }
+        l0 = l0 * c0 + pr[0][0] + pr[0][1] + pr[1][0] + pr[1][1];
+        l1 = l1 * c1 + pr[0][2] + pr[0][3] + pr[1][2] + pr[1][3];
+        const uint32_t pa[4] = {pack2<T>(pr[0][0], pr[0][1]), pack2<T>(pr[0][2], pr[0][3]),
+                                pack2<T>(pr[1][0], pr[1][1]), pack2<T>(pr[1][2], pr[1][3])};
+        // V: lane (g, q) takes tokens 4q .. 4q + 3 (token group q / 2, bytes 8 (q % 2) of the chunk) of dim 8i + g
+        uint32_t keep_lo = 0xffffffffu, keep_hi = 0xffffffffu;
+        if (partial)
+        {
+            keep_lo = (tok0 < ctx ? 0x0000ffffu : 0u) | (tok0 + 1 < ctx ? 0xffff0000u : 0u);
+            keep_hi = (tok0 + 2 < ctx ? 0x0000ffffu : 0u) | (tok0 + 3 < ctx ? 0xffff0000u : 0u);
+        }
+        const unsigned char* vst = st + kAsmBlockBytes + (q % 2) * 8;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+        {
+            o[i][0] *= c0, o[i][1] *= c0, o[i][2] *= c1, o[i][3] *= c1;
+            const uint2 vv = *reinterpret_cast<const uint2*>(vst + asm_v_slot(q / 2, 8 * i + g) * 16);
+            mma16816<T>(o[i], pa, vv.x & keep_lo, vv.y & keep_hi);
+        }
+        __syncwarp(); // the stage is refilled by the next iteration's issue
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1), l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2), l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    __syncthreads(); // every warp is done with its ring: the merge buffers overlay it
+
+    // the warps' states -> shared memory; O row g columns 8i + 2q, 2q + 1 (o[i][0..1]), row g + 8 (o[i][2..3])
+    float* wo  = reinterpret_cast<float*>(smem_raw + kAsmWarpO) + warp * kAsmRows * kAsmHead;
+    float* wml = reinterpret_cast<float*>(smem_raw + kAsmWarpML) + warp * kAsmRows * 2;
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+    {
+        *reinterpret_cast<float2*>(wo + g * kAsmHead + 8 * i + 2 * q)       = make_float2(o[i][0], o[i][1]);
+        *reinterpret_cast<float2*>(wo + (g + 8) * kAsmHead + 8 * i + 2 * q) = make_float2(o[i][2], o[i][3]);
+    }
+    if (q == 0)
+        wml[g * 2] = m0, wml[g * 2 + 1] = l0, wml[(g + 8) * 2] = m1, wml[(g + 8) * 2 + 1] = l1;
+    __syncthreads();
+
+    // the CTA's state: thread t merges row t / 8, columns 16 (t % 8) .. + 15 over the warps, in warp order
+    float* co  = reinterpret_cast<float*>(smem_raw + kAsmCtaO);
+    float* cml = reinterpret_cast<float*>(smem_raw + kAsmCtaML);
+    {
+        const float* ao  = reinterpret_cast<const float*>(smem_raw + kAsmWarpO);
+        const float* aml = reinterpret_cast<const float*>(smem_raw + kAsmWarpML);
+        const int r = tid / 8, c0 = (tid % 8) * 16;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < kAsmWarps; ++w)
+            mx = fmaxf(mx, aml[(w * kAsmRows + r) * 2]);
+        float f[kAsmWarps], l = 0.f;
+#pragma unroll
+        for (int w = 0; w < kAsmWarps; ++w)
+        {
+            const float mw = aml[(w * kAsmRows + r) * 2];
+            f[w] = mw == -INFINITY ? 0.f : exp2f(mw - mx);
+            l += f[w] * aml[(w * kAsmRows + r) * 2 + 1];
+        }
+#pragma unroll
+        for (int c = 0; c < 16; ++c)
+        {
+            float acc = 0.f;
+#pragma unroll
+            for (int w = 0; w < kAsmWarps; ++w)
+                acc += f[w] * ao[(w * kAsmRows + r) * kAsmHead + c0 + c];
+            co[r * kAsmHead + c0 + c] = acc;
+        }
+        if (tid % 8 == 0)
+            cml[r * 2] = mx, cml[r * 2 + 1] = l;
+    }
+    T* out = static_cast<T*>(p.out) + int64_t(seq) * p.o_seq + int64_t(kvh * p.ratio + row0) * p.o_head;
+    if (splits == 1)
+    {
+        __syncthreads();
+        for (int i = tid; i < rows * kAsmHead; i += kAsmThreads)
+        {
+            const int r = i / kAsmHead, d = i % kAsmHead;
+            const float l = cml[r * 2 + 1];
+            out[int64_t(r) * p.o_head + d] = T(l > 0.f ? co[i] / l : 0.f);
+        }
+        return;
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // the cluster's CTAs (the splits, in rank order) merge: CTA `split` takes rows split * 16 / splits onwards. Every
+    // remote read is issued before any is used (up to 16 CTAs x 3 values in flight per output).
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    const int rows_per = kAsmRows / splits;
+    for (int i = tid; i < rows_per * kAsmHead; i += kAsmThreads)
+    {
+        const int r = split * rows_per + i / kAsmHead, d = i % kAsmHead;
+        float mc[kAsmMaxCluster], lc[kAsmMaxCluster], oc[kAsmMaxCluster];
+#pragma unroll
+        for (int c = 0; c < kAsmMaxCluster; ++c)
+            if (c < splits)
+            {
+                mc[c] = cluster.map_shared_rank(cml, c)[r * 2];
+                lc[c] = cluster.map_shared_rank(cml, c)[r * 2 + 1];
+                oc[c] = cluster.map_shared_rank(co, c)[r * kAsmHead + d];
+            }
+        float mx = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < kAsmMaxCluster; ++c)
+            if (c < splits)
+                mx = fmaxf(mx, mc[c]);
+        float acc = 0.f, l = 0.f;
+#pragma unroll
+        for (int c = 0; c < kAsmMaxCluster; ++c)
+            if (c < splits)
+            {
+                const float f = mc[c] == -INFINITY ? 0.f : exp2f(mc[c] - mx);
+                acc += f * oc[c], l += f * lc[c];
+            }
+        if (r < rows)
+            out[int64_t(r) * p.o_head + d] = T(l > 0.f ? acc / l : 0.f);
+    }
+    cluster.sync(); // no CTA leaves while another may still read its shared memory
+#endif
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Host side
@@ -471,6 +642,85 @@ Params make_params(const aiter::paged_attention_args& a)
     p.v_token = a.nhd ? tok_nhd : 1;
     p.scale = a.scale, p.softcap = a.logits_soft_cap, p.sliding_window = a.sliding_window;
     return p;
+}
+
+// The largest cluster of the asm kernel's CTAs the current GPU runs (1, 2, 4, 8 or 16), once per device and element
+// type; 1 where the kernel's binary is not sm_90 (no cluster merge in it); 0 on a CUDA error (left for the caller).
+template <typename T>
+int asm_max_cluster()
+{
+    constexpr int kDevices = 64;
+    static std::atomic<int> known[kDevices]; // max cluster + 1, 0: not yet asked
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return 0;
+    if (dev < kDevices && known[dev].load(std::memory_order_relaxed) > 0)
+        return known[dev].load(std::memory_order_relaxed) - 1;
+    auto kernel = &pa_asm_kernel<T>;
+    cudaFuncAttributes fa{};
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kAsmSmemBytes) != cudaSuccess ||
+        cudaFuncGetAttributes(&fa, kernel) != cudaSuccess)
+        return 0;
+    int best = 1;
+    if (fa.binaryVersion >= 90)
+    {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+            (void)cudaGetLastError();
+        for (int c = 2; c <= kAsmMaxCluster; c *= 2)
+        {
+            cudaLaunchConfig_t cfg{};
+            cudaLaunchAttribute at{};
+            at.id = cudaLaunchAttributeClusterDimension;
+            at.val.clusterDim.x = c, at.val.clusterDim.y = at.val.clusterDim.z = 1;
+            cfg.gridDim = dim3(c, 1, 1), cfg.blockDim = dim3(kAsmThreads), cfg.dynamicSmemBytes = kAsmSmemBytes;
+            cfg.attrs = &at, cfg.numAttrs = 1;
+            int n = 0;
+            if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n < 1)
+            {
+                (void)cudaGetLastError();
+                break;
+            }
+            best = c;
+        }
+    }
+    if (dev < kDevices)
+        known[dev].store(best + 1, std::memory_order_relaxed);
+    return best;
+}
+
+// Splits of a sequence's blocks for the asm kernel (one cluster per sequence, KV head and head group): doubled while
+// the CTAs stay within one wave of two per SM and every warp keeps at least two blocks of the longest context
+// (block_size x block_tables_stride, the bound the kernel clamps to). "" or the CUDA error.
+template <typename T>
+std::string asm_splits(const Params& p, int seqs, int kv_heads, int& splits)
+{
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+        return cudaGetErrorString(cudaGetLastError());
+    const int max_cluster = asm_max_cluster<T>();
+    if (max_cluster < 1)
+        return cudaGetErrorString(cudaGetLastError());
+    const int64_t pairs = int64_t(seqs) * kv_heads * ((p.ratio + kAsmRows - 1) / kAsmRows);
+    const int64_t blocks = (int64_t(p.max_ctx) + kAsmBlock - 1) / kAsmBlock;
+    splits = 1;
+    while (splits * 2 <= max_cluster && pairs * splits * 2 <= 2LL * sms &&
+           int64_t(splits) * 2 * 2 * kAsmWarps <= blocks)
+        splits *= 2;
+    return "";
+}
+
+template <typename T>
+cudaError_t asm_launch(const Params& p, int seqs, int kv_heads, int splits, cudaStream_t stream)
+{
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute at{};
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = unsigned(splits), at.val.clusterDim.y = at.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(splits, kv_heads * ((p.ratio + kAsmRows - 1) / kAsmRows), seqs);
+    cfg.blockDim = dim3(kAsmThreads), cfg.dynamicSmemBytes = kAsmSmemBytes, cfg.stream = stream;
+    cfg.attrs = &at, cfg.numAttrs = splits > 1 ? 1 : 0;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, &pa_asm_kernel<T>, p);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 } // namespace mha::paged
@@ -568,24 +818,15 @@ float pa_fwd_asm(const paged_attention_args& a, const ck_tile::stream_config& s)
     Params p = make_params(a);
     const char* name = a.data_type == "bf16" ? "pa_asm_bf16_d128_b16" : "pa_asm_fp16_d128_b16";
     mha_set_last_kernel_name(name);
+    const bool bf16 = a.data_type == "bf16";
+    int splits = 1;
+    if (std::string why = bf16 ? asm_splits<__nv_bfloat16>(p, a.num_seqs, a.num_kv_heads, splits)
+                               : asm_splits<__half>(p, a.num_seqs, a.num_kv_heads, splits);
+        !why.empty())
+        return mha::fail("pa_fwd_asm: " + why);
     auto pass = [&]() -> cudaError_t {
-        const dim3 grid(a.num_heads / p.group, a.num_seqs);
-        cudaError_t e;
-        if (a.data_type == "bf16")
-        {
-            e = cudaFuncSetAttribute(&pa_asm_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(kAsmSmemBytes));
-            if (e == cudaSuccess)
-                pa_asm_kernel<__nv_bfloat16><<<grid, kAsmThreads, kAsmSmemBytes, s.stream_id_>>>(p);
-        }
-        else
-        {
-            e = cudaFuncSetAttribute(&pa_asm_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(kAsmSmemBytes));
-            if (e == cudaSuccess)
-                pa_asm_kernel<__half><<<grid, kAsmThreads, kAsmSmemBytes, s.stream_id_>>>(p);
-        }
-        return e != cudaSuccess ? e : cudaGetLastError();
+        return bf16 ? asm_launch<__nv_bfloat16>(p, a.num_seqs, a.num_kv_heads, splits, s.stream_id_)
+                    : asm_launch<__half>(p, a.num_seqs, a.num_kv_heads, splits, s.stream_id_);
     };
     return mha::launch_and_time(s, name, pass);
 }
