@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Throughput of the two paged-attention decode implementations (aiter_mha.paged_attention_v1_core, the generic one,
 and aiter_mha.pa_fwd_asm, the tuned one) on vLLM's block-16 caches: one query per sequence, 32 query / 8 KV heads,
-d=128, bf16, every sequence at the full length, blocks shuffled over the pool. GB/s of K + V read (2 * b * h_k * L *
+d=128, bf16, every sequence at the full length, blocks shuffled over the pool (--ordered: in order). GB/s of K + V read (2 * b * h_k * L *
 d * 2 bytes over the GPU kernel time of one call). Each call runs after a read of a 512 MiB buffer (the L2 swept; a
 write sweep would leave the L2 full of dirty lines, whose write-back then slows the call) and is timed on the device
 under torch.profiler (its paged-attention kernels only, the sweep excluded), the median of --iters calls.
@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--lengths", default="1024,8192,32768")
     ap.add_argument("--partition", type=int, default=256, help="paged_attention_v1_core's partition size")
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--ordered", action="store_true", help="block tables in pool order (default: shuffled)")
     args = ap.parse_args()
     m, why = load_binding()
     if m is None:
@@ -64,7 +65,8 @@ def main():
             v4 = torch.rand(nb, hk, d, bs, device="cuda", generator=g).sub_(0.5).bfloat16()
             va = asm_v_shuffle(v4)
             q = torch.rand(b, hq, d, device="cuda", generator=g).sub_(0.5).bfloat16()
-            tables = torch.randperm(nb, device="cuda", generator=g).int().view(b, L // bs).contiguous()
+            order = torch.arange(nb, device="cuda") if args.ordered else torch.randperm(nb, device="cuda", generator=g)
+            tables = order.int().view(b, L // bs).contiguous()
             lens = torch.full((b,), L, dtype=torch.int32, device="cuda")
             out1, out2 = torch.empty_like(q), torch.empty_like(q)
             ws = torch.empty(max(m.paged_attention_workspace_bytes(b, hq, d, L, args.partition), 16),

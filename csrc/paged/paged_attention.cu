@@ -280,8 +280,9 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_c
 // Shared memory is swizzled so that both loads are free of bank conflicts: K chunk (c, token t) sits at 16-byte slot
 // 16 c + (t ^ ((c / 2) & 6)), V chunk (token group tg, dim d) at 128 tg + (d ^ 4 tg).
 // H100, 32 query / 8 KV heads, bf16, L2 swept, GB/s of K + V (scripts/paged_bench.py), b=1 / 16 / 64 at 1k / 8k / 32k
-// tokens: 380 / 1237 / 1959, 1731 / 2781 / 2998, 2597 / 3011 / 3067; the SIMT kernel this replaced (one CTA of 8 warps
-// per head group and sequence, no splits, scalar loads): 57 / 59 / 60, 828 / 902 / 909, 890 / 930 / 934.
+// tokens, with the split rule of asm_splits: 381 / 1475 / 2150, 2248 / 2881 / 2983, 2597 / 3011 / 3067; the SIMT
+// kernel this replaced (one CTA of 8 warps per head group and sequence, no splits, scalar loads): 57 / 59 / 60,
+// 828 / 902 / 909, 890 / 930 / 934.
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int kAsmHead = 128, kAsmBlock = 16, kAsmWarps = 4, kAsmThreads = 32 * kAsmWarps;
 constexpr int kAsmRows = 16;                                    // query heads per CTA (MMA rows)
@@ -689,8 +690,11 @@ int asm_max_cluster()
 }
 
 // Splits of a sequence's blocks for the asm kernel (one cluster per sequence, KV head and head group): doubled while
-// the CTAs stay within one wave of two per SM and every warp keeps at least two blocks of the longest context
-// (block_size x block_tables_stride, the bound the kernel clamps to). "" or the CUDA error.
+// the CTAs stay within half the SMs and every warp keeps at least two blocks of the longest context (block_size x
+// block_tables_stride, the bound the kernel clamps to). A split costs more than its parallelism gains sooner than the
+// SMs fill up: H100, 32 query / 8 KV heads, L2 swept, GB/s at 1k / 8k / 32k tokens (scripts/paged_bench.py with the
+// count forced), b=16: 1 split 2248 / 2881 / 2983, 2: 1725 / 2765 / 2963, 4: 1204 / 2640 / 2968, 16: 597 / 2414 /
+// 2907; b=1: 4 splits 321 / 921 / 1149, 8: 381 / 1475 / 2150, 16: 287 / 1239 / 1957. "" or the CUDA error.
 template <typename T>
 std::string asm_splits(const Params& p, int seqs, int kv_heads, int& splits)
 {
@@ -703,7 +707,7 @@ std::string asm_splits(const Params& p, int seqs, int kv_heads, int& splits)
     const int64_t pairs = int64_t(seqs) * kv_heads * ((p.ratio + kAsmRows - 1) / kAsmRows);
     const int64_t blocks = (int64_t(p.max_ctx) + kAsmBlock - 1) / kAsmBlock;
     splits = 1;
-    while (splits * 2 <= max_cluster && pairs * splits * 2 <= 2LL * sms &&
+    while (splits * 2 <= max_cluster && pairs * splits * 2 * 2 <= sms &&
            int64_t(splits) * 2 * 2 * kAsmWarps <= blocks)
         splits *= 2;
     return "";
