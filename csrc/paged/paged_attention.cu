@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_c
 // 16 c + (t ^ ((c / 2) & 6)), V chunk (token group tg, dim d) at 128 tg + (d ^ 4 tg).
 // H100, 32 query / 8 KV heads, bf16, L2 swept, GB/s of K + V (scripts/paged_bench.py), b=1 / 16 / 64 at 1k / 8k / 32k
 // tokens, with the split rule of asm_splits: 381 / 1475 / 2150, 2248 / 2881 / 2983, 2597 / 3011 / 3067; the SIMT
-// kernel this replaced (one CTA of 8 warps per head group and sequence, no splits, scalar loads): 57 / 59 / 60,
-// 828 / 902 / 909, 890 / 930 / 934.
+// kernel this replaced (one CTA of 8 warps per head group and sequence, no splits, scalar loads; the L2 swept by a
+// write then): 57 / 59 / 60, 828 / 902 / 909, 890 / 930 / 934.
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int kAsmHead = 128, kAsmBlock = 16, kAsmWarps = 4, kAsmThreads = 32 * kAsmWarps;
 constexpr int kAsmRows = 16;                                    // query heads per CTA (MMA rows)
