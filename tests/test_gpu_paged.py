@@ -128,6 +128,23 @@ def test_asm_context_lens_clamp_to_the_table():
     assert max_err(out, reference(q, k5, v4, tables, lens.clamp(0, 800), 128 ** -0.5)) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("seqs", [1, 24])  # a 16-CTA cluster per KV head; one split
+def test_asm_cuda_graph_replays_the_eager_call(seqs):
+    # serving engines capture the decode step: the replay must write what the eager call wrote, bit for bit
+    q, k5, v4, tables, lens = make_case(11 + seqs, seqs, 32, 8, 128, 16, 2000, torch.bfloat16)
+    va = asm_v_shuffle(v4)
+    eager, graphed = torch.full_like(q, float("nan")), torch.full_like(q, float("nan"))
+    aiter_mha.pa_fwd_asm(q, k5, va, tables, lens, tables.shape[1], out_=eager)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        aiter_mha.pa_fwd_asm(q, k5, va, tables, lens, tables.shape[1], out_=graphed,
+                             stream=torch.cuda.current_stream().cuda_stream)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(graphed, eager)
+    assert max_err(eager, reference(q, k5, v4, tables, lens, 128 ** -0.5)) < TOL[torch.bfloat16]
+
+
 def test_asm_rejects_other_head_sizes():
     q, k5, v4, tables, lens = make_case(6, 2, 8, 8, 64, 16, 64, torch.bfloat16)
     with pytest.raises(ValueError, match="ASM PA only supports head_size=128"):
