@@ -17,6 +17,8 @@
 
 #include <cutlass/numeric_types.h>
 
+#include "../common/mma_sync.h"
+
 #include <cstdint>
 #include <type_traits>
 
@@ -62,16 +64,7 @@ __device__ __forceinline__ uint32_t movm_t(uint32_t x)
 template <typename Element>
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
-    if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    mma_m16n8k16<std::is_same_v<Element, cutlass::bfloat16_t>>(d, a, b0, b1);
 }
 
 // (lo, hi) -> one register, lo in the low half (the fragment's first column)

@@ -9,6 +9,7 @@
 
 #include "../api/error.h"
 #include "../api/launch.h"
+#include "../common/mma_sync.h"
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -309,16 +310,7 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src)
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    mma_m16n8k16<std::is_same_v<T, __nv_bfloat16>>(d, a, b0, b1);
 }
 
 template <typename T>
