@@ -5,10 +5,12 @@
 //                              partitions of the context combined through a caller workspace, ALiBi, soft-cap and a
 //                              sliding window.
 //   aiter::pa_fwd_asm          the tuned one (role of AITER's pa_fwd_asm): head size 128, block size 16, K in the
-//                              vLLM 5D layout and V in the asm layout below; one CTA per (KV head, sequence) walks
-//                              the whole context with an online softmax, so it needs no workspace.
-// Both read each K/V block once per KV head for all of its query heads (GQA), and address pages in 64 bits, so block
-// ids past 65,535 and caches past 2^31 elements are fine. Element strides; x = 16 / sizeof(element) = 8.
+//                              vLLM 5D layout and V in the asm layout below; tensor-core MMAs over 16 query heads
+//                              of a KV head at a time, and on sm_90 a short batch's contexts split over a
+//                              thread-block cluster that merges in distributed shared memory: no workspace.
+// Both read each K/V block once per KV head for its query heads (pa_fwd_asm: once per 16 of them), and address pages
+// in 64 bits, so block ids past 65,535 and caches past 2^31 elements are fine. Element strides; x = 16 /
+// sizeof(element) = 8.
 //
 // Cache layouts (block = page of block_size tokens):
 //   HND (vLLM): K [num_blocks, num_kv_heads, head_size / x, block_size, x], V [num_blocks, num_kv_heads, head_size,

@@ -6,6 +6,7 @@ Fresh random inputs, NaN-poisoned outputs. Skipped without torch.cuda or the bui
 Throughput: scripts/paged_bench.py."""
 import math
 import os
+import subprocess
 import sys
 
 import pytest
@@ -100,7 +101,7 @@ def test_v1_rejects_small_workspace_and_bad_shapes():
     assert aiter_mha.paged_attention_workspace_bytes(2, 8, 128, 600, 256) == need
 
 
-# 6 sequences: clusters of 4 splits with 6-stage rings (the grid fits one CTA per SM); 40: one split, 3 stages; 64
+# 6 sequences: clusters of 2 splits; 40: one split; 64
 # query heads per 2 KV heads: two groups of 16 rows per KV head; 8 / 8: one real row of 16
 @pytest.mark.parametrize("heads,kv,seqs,dtype", [(32, 4, 6, torch.bfloat16), (8, 8, 6, torch.bfloat16),
                                                  (64, 2, 6, torch.bfloat16), (32, 8, 40, torch.bfloat16),
@@ -143,6 +144,35 @@ def test_asm_cuda_graph_replays_the_eager_call(seqs):
     torch.cuda.synchronize()
     assert torch.equal(graphed, eager)
     assert max_err(eager, reference(q, k5, v4, tables, lens, 128 ** -0.5)) < TOL[torch.bfloat16]
+
+
+def test_asm_first_call_inside_a_graph_capture():
+    # a fresh process whose first pa_fwd_asm call (and so the cluster-size query) happens inside a global-mode capture
+    code = f"""
+import sys, torch
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from _mha_paths import load_binding
+from _paged_common import asm_v_shuffle
+m, why = load_binding()
+assert m is not None, why
+g = torch.Generator(device="cuda").manual_seed(3)
+q = torch.rand(1, 32, 128, device="cuda", generator=g).bfloat16()
+k5 = torch.rand(160, 8, 16, 16, 8, device="cuda", generator=g).bfloat16()
+va = asm_v_shuffle(torch.rand(160, 8, 128, 16, device="cuda", generator=g).bfloat16())
+tables = torch.randperm(160, device="cuda", generator=g).int().view(1, 160)
+lens = torch.tensor([2500], dtype=torch.int32, device="cuda")
+graphed, eager = torch.full_like(q, float("nan")), torch.full_like(q, float("nan"))
+gr = torch.cuda.CUDAGraph()
+with torch.cuda.graph(gr):
+    m.pa_fwd_asm(q, k5, va, tables, lens, 160, out_=graphed, stream=torch.cuda.current_stream().cuda_stream)
+gr.replay()
+m.pa_fwd_asm(q, k5, va, tables, lens, 160, out_=eager)
+torch.cuda.synchronize()
+assert torch.equal(graphed, eager) and not torch.isnan(eager).any()
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
 def test_asm_rejects_other_head_sizes():

@@ -44,7 +44,7 @@ struct Params
     float* max_logits; // [seqs, heads, partitions]
     void* tmp_out;     // [seqs, heads, partitions, head_size] in the element type
     int num_heads, group, ratio, head_size, block_size, table_stride, partition_size, num_partitions;
-    int max_ctx; // block_size x table_stride (capped at INT_MAX): context_lens are clamped to [0, max_ctx]
+    int max_ctx; // block_size x table_stride (capped below INT_MAX): context_lens are clamped to [0, max_ctx]
     int64_t q_seq, q_head, o_seq, o_head;
     int64_t k_block, k_head, k_chunk, k_token; // K element (block, kv head, dim 8c + e, token t): ... + e
     int64_t v_block, v_head, v_dim, v_token;   // V element (block, kv head, dim, token)
@@ -566,6 +566,8 @@ __global__ void __launch_bounds__(kAsmThreads) pa_asm_kernel(const __grid_consta
             out[int64_t(r) * p.o_head + d] = T(l > 0.f ? acc / l : 0.f);
     }
     cluster.sync(); // no CTA leaves while another may still read its shared memory
+#else
+    __trap(); // the host splits only kernels compiled for sm_90 (asm_max_cluster): never reached
 #endif
 }
 
@@ -625,7 +627,8 @@ Params make_params(const aiter::paged_attention_args& a)
     p.block_tables = a.block_tables, p.context_lens = a.context_lens, p.alibi = a.alibi_slopes;
     p.num_heads = a.num_heads, p.ratio = a.num_heads / a.num_kv_heads, p.group = group_of(p.ratio);
     p.head_size = a.head_size, p.block_size = a.block_size, p.table_stride = a.block_tables_stride;
-    p.max_ctx = int(std::min<int64_t>(INT_MAX, int64_t(a.block_size) * a.block_tables_stride));
+    // (below INT_MAX by a partition's length: the kernels round lengths up to blocks and partitions in 32 bits)
+    p.max_ctx = int(std::min<int64_t>(INT_MAX - kMaxPartition, int64_t(a.block_size) * a.block_tables_stride));
     p.q_seq = a.q_stride_seq, p.q_head = a.q_stride_head, p.o_seq = a.o_stride_seq, p.o_head = a.o_stride_head;
     p.k_block = a.k_stride_block, p.k_head = a.k_stride_head, p.v_block = a.v_stride_block, p.v_head = a.v_stride_head;
     const int64_t tok_nhd = int64_t(a.num_kv_heads) * a.head_size;
@@ -637,13 +640,27 @@ Params make_params(const aiter::paged_attention_args& a)
     return p;
 }
 
+// The attributes the asm kernel's launch needs in the current context (set at every call: they do not survive a
+// cudaDeviceReset, and cost next to nothing): 96 KB of dynamic shared memory, clusters of up to 16.
+template <typename T>
+cudaError_t asm_attributes()
+{
+    auto kernel = &pa_asm_kernel<T>;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kAsmSmemBytes);
+    if (e == cudaSuccess && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+                                cudaSuccess)
+        (void)cudaGetLastError(); // clusters of up to 8 only (asm_max_cluster asks)
+    return e;
+}
+
 // The largest cluster of the asm kernel's CTAs the current GPU runs (1, 2, 4, 8 or 16), once per device and element
-// type; 1 where the kernel's binary is not sm_90 (no cluster merge in it); 0 on a CUDA error (left for the caller).
+// type (a failed query is asked again next call); 1 where the kernel was not compiled for sm_90 (PTX and SASS: its
+// cluster merge exists only there); 0 on a CUDA error (left for the caller).
 template <typename T>
 int asm_max_cluster()
 {
     constexpr int kDevices = 64;
-    static std::atomic<int> known[kDevices]; // max cluster + 1, 0: not yet asked
+    static std::atomic<int> known[kDevices]; // max cluster + 1, 0: not yet known
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess)
         return 0;
@@ -651,14 +668,11 @@ int asm_max_cluster()
         return known[dev].load(std::memory_order_relaxed) - 1;
     auto kernel = &pa_asm_kernel<T>;
     cudaFuncAttributes fa{};
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kAsmSmemBytes) != cudaSuccess ||
-        cudaFuncGetAttributes(&fa, kernel) != cudaSuccess)
+    if (asm_attributes<T>() != cudaSuccess || cudaFuncGetAttributes(&fa, kernel) != cudaSuccess)
         return 0;
     int best = 1;
-    if (fa.binaryVersion >= 90)
-    {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
-            (void)cudaGetLastError();
+    bool answered = true;
+    if (fa.binaryVersion >= 90 && fa.ptxVersion >= 90)
         for (int c = 2; c <= kAsmMaxCluster; c *= 2)
         {
             cudaLaunchConfig_t cfg{};
@@ -668,27 +682,31 @@ int asm_max_cluster()
             cfg.gridDim = dim3(c, 1, 1), cfg.blockDim = dim3(kAsmThreads), cfg.dynamicSmemBytes = kAsmSmemBytes;
             cfg.attrs = &at, cfg.numAttrs = 1;
             int n = 0;
-            if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n < 1)
+            const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg);
+            if (e != cudaSuccess || n < 1)
             {
+                // a size the GPU refuses (too large a cluster: invalid value / cluster size) is an answer; anything
+                // else may be transient, so this call takes what it has and the next one asks again
+                answered = e == cudaSuccess || e == cudaErrorInvalidValue || e == cudaErrorInvalidClusterSize;
                 (void)cudaGetLastError();
                 break;
             }
             best = c;
         }
-    }
-    if (dev < kDevices)
+    if (answered && dev < kDevices)
         known[dev].store(best + 1, std::memory_order_relaxed);
     return best;
 }
 
 // Splits of a sequence's blocks for the asm kernel (one cluster per sequence, KV head and head group): doubled while
-// the CTAs stay within half the SMs and every warp keeps at least two blocks of the longest context (block_size x
-// block_tables_stride, the bound the kernel clamps to). A split costs more than its parallelism gains sooner than the
+// the CTAs stay within half the SMs and every warp keeps at least two blocks of the longest context (max_context_len
+// when given, else block_size x block_tables_stride, the bound the kernel clamps to: a padded table of a serving
+// engine would otherwise split short contexts). A split costs more than its parallelism gains sooner than the
 // SMs fill up: H100, 32 query / 8 KV heads, L2 swept, GB/s at 1k / 8k / 32k tokens (scripts/paged_bench.py with the
 // count forced), b=16: 1 split 2248 / 2881 / 2983, 2: 1725 / 2765 / 2963, 4: 1204 / 2640 / 2968, 16: 597 / 2414 /
 // 2907; b=1: 4 splits 321 / 921 / 1149, 8: 381 / 1475 / 2150, 16: 287 / 1239 / 1957. "" or the CUDA error.
 template <typename T>
-std::string asm_splits(const Params& p, int seqs, int kv_heads, int& splits)
+std::string asm_splits(const Params& p, int seqs, int kv_heads, int max_context_len, int& splits)
 {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
@@ -697,7 +715,8 @@ std::string asm_splits(const Params& p, int seqs, int kv_heads, int& splits)
     if (max_cluster < 1)
         return cudaGetErrorString(cudaGetLastError());
     const int64_t pairs = int64_t(seqs) * kv_heads * ((p.ratio + kAsmRows - 1) / kAsmRows);
-    const int64_t blocks = (int64_t(p.max_ctx) + kAsmBlock - 1) / kAsmBlock;
+    const int64_t blocks = (std::min<int64_t>(p.max_ctx, max_context_len > 0 ? max_context_len : INT_MAX) +
+                            kAsmBlock - 1) / kAsmBlock;
     splits = 1;
     while (splits * 2 <= max_cluster && pairs * splits * 2 * 2 <= sms &&
            int64_t(splits) * 2 * 2 * kAsmWarps <= blocks)
@@ -715,7 +734,9 @@ cudaError_t asm_launch(const Params& p, int seqs, int kv_heads, int splits, cuda
     cfg.gridDim = dim3(splits, kv_heads * ((p.ratio + kAsmRows - 1) / kAsmRows), seqs);
     cfg.blockDim = dim3(kAsmThreads), cfg.dynamicSmemBytes = kAsmSmemBytes, cfg.stream = stream;
     cfg.attrs = &at, cfg.numAttrs = splits > 1 ? 1 : 0;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, &pa_asm_kernel<T>, p);
+    cudaError_t e = asm_attributes<T>();
+    if (e == cudaSuccess)
+        e = cudaLaunchKernelEx(&cfg, &pa_asm_kernel<T>, p);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -816,8 +837,8 @@ float pa_fwd_asm(const paged_attention_args& a, const ck_tile::stream_config& s)
     mha_set_last_kernel_name(name);
     const bool bf16 = a.data_type == "bf16";
     int splits = 1;
-    if (std::string why = bf16 ? asm_splits<__nv_bfloat16>(p, a.num_seqs, a.num_kv_heads, splits)
-                               : asm_splits<__half>(p, a.num_seqs, a.num_kv_heads, splits);
+    if (std::string why = bf16 ? asm_splits<__nv_bfloat16>(p, a.num_seqs, a.num_kv_heads, a.max_context_len, splits)
+                               : asm_splits<__half>(p, a.num_seqs, a.num_kv_heads, a.max_context_len, splits);
         !why.empty())
         return mha::fail("pa_fwd_asm: " + why);
     auto pass = [&]() -> cudaError_t {
