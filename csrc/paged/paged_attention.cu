@@ -299,6 +299,21 @@ constexpr int kAsmWarpO = 0, kAsmWarpML = kAsmWarps * kAsmRows * kAsmHead * 4,
               kAsmCtaO = kAsmWarpML + kAsmWarps * kAsmRows * 2 * 4, kAsmCtaML = kAsmCtaO + kAsmRows * kAsmHead * 4;
 static_assert(kAsmCtaML + kAsmRows * 2 * 4 <= kAsmSmemBytes, "merge buffers must fit in the ring");
 
+// CTAs per KV head: one per group of kAsmRows query heads
+__host__ __device__ constexpr int asm_groups(int ratio) { return (ratio + kAsmRows - 1) / kAsmRows; }
+
+// A launch configuration of the asm kernel with `splits` CTAs per cluster (at: its cluster attribute)
+inline cudaLaunchConfig_t asm_config(dim3 grid, int splits, cudaLaunchAttribute& at)
+{
+    at = cudaLaunchAttribute{};
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = unsigned(splits), at.val.clusterDim.y = at.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = dim3(kAsmThreads), cfg.dynamicSmemBytes = kAsmSmemBytes;
+    cfg.attrs = &at, cfg.numAttrs = splits > 1 ? 1 : 0;
+    return cfg;
+}
+
 __device__ __forceinline__ int asm_k_slot(int c, int t) { return c * 16 + (t ^ ((c >> 1) & 6)); }
 __device__ __forceinline__ int asm_v_slot(int tg, int d) { return tg * 128 + (d ^ (tg * 4)); }
 
@@ -333,7 +348,7 @@ __global__ void __launch_bounds__(kAsmThreads) pa_asm_kernel(const __grid_consta
 {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const int split = blockIdx.x, splits = gridDim.x, seq = blockIdx.z;
-    const int groups = (p.ratio + kAsmRows - 1) / kAsmRows;
+    const int groups = asm_groups(p.ratio);
     const int kvh = blockIdx.y / groups, row0 = (blockIdx.y % groups) * kAsmRows; // row r: query head kvh*ratio+row0+r
     const int rows = min(kAsmRows, p.ratio - row0);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
@@ -675,12 +690,8 @@ int asm_max_cluster()
     if (fa.binaryVersion >= 90 && fa.ptxVersion >= 90)
         for (int c = 2; c <= kAsmMaxCluster; c *= 2)
         {
-            cudaLaunchConfig_t cfg{};
-            cudaLaunchAttribute at{};
-            at.id = cudaLaunchAttributeClusterDimension;
-            at.val.clusterDim.x = c, at.val.clusterDim.y = at.val.clusterDim.z = 1;
-            cfg.gridDim = dim3(c, 1, 1), cfg.blockDim = dim3(kAsmThreads), cfg.dynamicSmemBytes = kAsmSmemBytes;
-            cfg.attrs = &at, cfg.numAttrs = 1;
+            cudaLaunchAttribute at;
+            const cudaLaunchConfig_t cfg = asm_config(dim3(c, 1, 1), c, at);
             int n = 0;
             const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg);
             if (e != cudaSuccess || n < 1)
@@ -714,7 +725,7 @@ std::string asm_splits(const Params& p, int seqs, int kv_heads, int max_context_
     const int max_cluster = asm_max_cluster<T>();
     if (max_cluster < 1)
         return cudaGetErrorString(cudaGetLastError());
-    const int64_t pairs = int64_t(seqs) * kv_heads * ((p.ratio + kAsmRows - 1) / kAsmRows);
+    const int64_t pairs = int64_t(seqs) * kv_heads * asm_groups(p.ratio);
     const int64_t blocks = (std::min<int64_t>(p.max_ctx, max_context_len > 0 ? max_context_len : INT_MAX) +
                             kAsmBlock - 1) / kAsmBlock;
     splits = 1;
@@ -727,13 +738,9 @@ std::string asm_splits(const Params& p, int seqs, int kv_heads, int max_context_
 template <typename T>
 cudaError_t asm_launch(const Params& p, int seqs, int kv_heads, int splits, cudaStream_t stream)
 {
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute at{};
-    at.id = cudaLaunchAttributeClusterDimension;
-    at.val.clusterDim.x = unsigned(splits), at.val.clusterDim.y = at.val.clusterDim.z = 1;
-    cfg.gridDim = dim3(splits, kv_heads * ((p.ratio + kAsmRows - 1) / kAsmRows), seqs);
-    cfg.blockDim = dim3(kAsmThreads), cfg.dynamicSmemBytes = kAsmSmemBytes, cfg.stream = stream;
-    cfg.attrs = &at, cfg.numAttrs = splits > 1 ? 1 : 0;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = asm_config(dim3(splits, kv_heads * asm_groups(p.ratio), seqs), splits, at);
+    cfg.stream = stream;
     cudaError_t e = asm_attributes<T>();
     if (e == cudaSuccess)
         e = cudaLaunchKernelEx(&cfg, &pa_asm_kernel<T>, p);
