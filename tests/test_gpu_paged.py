@@ -68,6 +68,21 @@ def test_v1_shapes_and_modifiers(head, block, heads, kv, partition):
     assert max_err(out, ref) < TOL[torch.bfloat16]
 
 
+# The tensor-core kernel's edges: head sizes off the 32-dim padding (80, 120) and at 256 with 16-row groups and
+# 1024-token partitions (the largest shared-memory ring), an NHD block size that is no multiple of 8 with partitions
+# that are no multiple of the 32-token tile, GQA groups of 3 and 16, a sliding window that skips whole tiles of a
+# partition, fp16.
+@pytest.mark.parametrize("head,block,heads,kv,partition,layout,window,dtype", [
+    (80, 16, 6, 2, 48, "HND", 0, torch.bfloat16), (120, 12, 6, 2, 36, "NHD", 100, torch.bfloat16),
+    (256, 16, 32, 2, 1024, "HND", 0, torch.float16), (256, 32, 32, 2, 1024, "NHD", 150, torch.bfloat16),
+    (128, 8, 16, 1, 160, "NHD", 77, torch.float16), (64, 64, 8, 8, 128, "HND", 90, torch.bfloat16)])
+def test_v1_tiles_layouts_and_windows(head, block, heads, kv, partition, layout, window, dtype):
+    q, k5, v4, tables, lens = make_case(head * 7 + block, 4, heads, kv, head, block, 1100, dtype)
+    out = run_v1(q, k5, v4, tables, lens, 1100, head ** -0.5, layout, partition, window=window)
+    ref = reference(q, k5, v4, tables, lens, head ** -0.5, window=window)
+    assert max_err(out, ref) < TOL[dtype]
+
+
 def test_v1_empty_context_gives_zeros():
     q, k5, v4, tables, lens = make_case(3, 3, 4, 2, 64, 16, 300, torch.bfloat16)
     lens[1] = 0

@@ -65,17 +65,6 @@ __device__ __forceinline__ float to_f(T x)
     return float(x);
 }
 
-// 16 bytes of 8 elements -> 8 floats
-template <typename T>
-__device__ __forceinline__ void load8(const T* p, float (&f)[8])
-{
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-        f[i] = to_f(e[i]);
-}
-
 __device__ __forceinline__ float score_mod(float s, const Params& p, int head, int token, int ctx)
 {
     s *= p.scale;
@@ -87,176 +76,394 @@ __device__ __forceinline__ float score_mod(float s, const Params& p, int head, i
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Generic kernel: CTA (partition, head group, sequence). Scores of the partition's tokens go to shared memory, then a
-// softmax per head, then O = P V with each thread owning head-dim columns.
+// Generic kernel: CTA (partition, head group, sequence), four warps. The G <= 16 query heads of the group (of one KV
+// head) are the rows of m16n8k16 tensor-core MMAs: S = Q K^T for the partition's tokens into shared memory, a softmax
+// per head there (its probabilities rewritten in place in the element type), then O = P V. K and V reach shared
+// memory through one ring of kV1Tile-token slots (the partition's K tiles, then its V tiles), filled by 16-byte
+// cp.asyncs from any of the layouts and completed on one mbarrier per slot; the host sizes the ring (up to the whole
+// partition in flight when the grid is small). Canonical shared layouts, so every fragment is one ldmatrix:
+//   Q [16][Dp + 8], K [tile token][Dp + 8] (Dp = head size rounded up to 32, zeros past it; the +8 pad makes row
+//   strides an odd number of 16-byte units: conflict-free), V [tile token][Dp + 8] from NHD (ldmatrix.trans) or,
+//   from HND (8 tokens of one dim per 16 bytes), V^T [dim][kV1Tile] with its four 16-byte chunks per row swizzled by
+//   (dim / 2) % 4, P [head][token] in the logits rows (stride kV1Ls floats, an odd number of 16-byte units).
+// Tokens past the context are zero-filled (V) and -inf (S); a sliding window skips whole tiles before it.
 // ---------------------------------------------------------------------------------------------------------------
-template <typename T>
-__global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant__ Params p)
+constexpr int kV1Tile = 32;                  // tokens per ring slot
+static_assert(kV1Threads == 4 * kV1Tile && kV1Warps * 8 == kV1Tile, "four threads per token, 8 tokens per warp");
+constexpr int kV1MaxSlots = 2 * ((kMaxPartition + kV1Tile - 1) / kV1Tile); // every K and V tile of a partition
+// shared memory header: one mbarrier per slot, then each head's softmax max and sum
+constexpr int kV1StatOffset = 8 * kV1MaxSlots, kV1BarBytes = kV1StatOffset + 2 * kMaxGroup * 4;
+static_assert(kV1BarBytes % 128 == 0, "Q starts 128-byte aligned");
+
+__host__ __device__ constexpr int v1_dp(int d) { return (d + 31) / 32 * 32; }
+// logits row stride in floats: every tile of a partition, == 4 mod 8 (rows of P in 16-bit elements then start an
+// odd number of 16-byte units apart)
+__host__ __device__ constexpr int v1_ls(int partition) { return (partition + kV1Tile - 1) / kV1Tile * kV1Tile + 4; }
+__host__ __device__ constexpr int v1_q_bytes(int d) { return 16 * (v1_dp(d) + 8) * 2; }
+__host__ __device__ constexpr int v1_slot_bytes(int d)
 {
-    extern __shared__ float smem[];
+    return kV1Tile * (v1_dp(d) + 8) * 2 > d * kV1Tile * 2 ? kV1Tile * (v1_dp(d) + 8) * 2 : d * kV1Tile * 2;
+}
+// the partition's block ids, 128-byte rows
+__host__ __device__ constexpr int v1_table_bytes(int partition, int block)
+{
+    return (partition / block + 31) / 32 * 128;
+}
+__host__ __device__ constexpr int v1_fixed_bytes(int d, int group, int partition, int block)
+{
+    return kV1BarBytes + v1_table_bytes(partition, block) + v1_q_bytes(d) + group * v1_ls(partition) * 4;
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    mma_m16n8k16<std::is_same_v<T, __nv_bfloat16>>(d, a, b0, b1);
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t*>(&v);
+    }
+    else
+    {
+        const __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t*>(&v);
+    }
+}
+
+__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t a, uint32_t (&r)[4])
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t a, uint32_t (&r)[4])
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+}
+
+template <typename T, bool kNhd>
+__global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant__ Params p, int slots)
+{
+    extern __shared__ __align__(128) unsigned char smem_raw[];
     const int part = blockIdx.x, hg = blockIdx.y, seq = blockIdx.z;
     const int G = p.group, D = p.head_size, P = p.partition_size, bs = p.block_size;
+    const int Dp = v1_dp(D), Ls = v1_ls(P);
     const int head0 = hg * G, kvh = head0 / p.ratio;
     const int ctx   = context_len(p, seq);
     const int start = part * P, end = min(start + P, ctx);
     if (start >= ctx && !(ctx == 0 && part == 0))
         return; // partitions past the context are never combined
     const int lo = p.sliding_window > 0 ? max(0, ctx - p.sliding_window) : 0;
-    float* q_s    = smem;          // [G][D]
-    float* logits = q_s + G * D;   // [G][P]
-    float* stats  = logits + G * P; // max[G], sum[G]
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int first = lo > start ? start + (lo - start) / kV1Tile * kV1Tile : start; // tiles before it: all masked
+    const int nt = end > first ? (end - first + kV1Tile - 1) / kV1Tile : 0;
+    const int off0 = first - start; // logits column of `first`
 
-    for (int i = tid; i < G * D; i += kV1Threads)
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+    const int q_off = kV1BarBytes + v1_table_bytes(P, bs), lg_off = q_off + v1_q_bytes(D);
+    const uint32_t bars = base, q_s = base + q_off, lg_s = base + lg_off;
+    int* const tbl = reinterpret_cast<int*>(smem_raw + kV1BarBytes);       // block ids of the partition
+    float* const logits = reinterpret_cast<float*>(smem_raw + lg_off);     // [G][Ls]
+    float* const stat = reinterpret_cast<float*>(smem_raw + kV1StatOffset); // max [16], sum [16]
+    const uint32_t ring = lg_s + G * Ls * 4;
+    const int slot_bytes = v1_slot_bytes(D), qrow = (Dp + 8) * 2;
+
+    if (tid == 0)
+        for (int s = 0; s < slots; ++s)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bars + 8 * s), "r"(kV1Threads));
+    // Q rows of the group (zeros past the head size), 16 bytes at a time
     {
-        const int g = i / D, d = i % D;
-        q_s[i] = to_f(static_cast<const T*>(p.q)[seq * p.q_seq + (head0 + g) * p.q_head + d]);
+        const T* qg = static_cast<const T*>(p.q) + int64_t(seq) * p.q_seq + int64_t(head0) * p.q_head;
+        for (int i = tid; i < G * (Dp / kX); i += kV1Threads)
+        {
+            const int r = i / (Dp / kX), c = i % (Dp / kX);
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (c * kX < D)
+                v = *reinterpret_cast<const uint4*>(qg + int64_t(r) * p.q_head + c * kX);
+            *reinterpret_cast<uint4*>(smem_raw + q_off + r * qrow + c * 16) = v;
+        }
+    }
+    {
+        const int32_t* row = p.block_tables + int64_t(seq) * p.table_stride + start / bs;
+        for (int i = tid; i < (end - start + bs - 1) / bs; i += kV1Threads)
+            tbl[i] = row[i];
     }
     __syncthreads();
 
-    const int32_t* table = p.block_tables + int64_t(seq) * p.table_stride;
-    const T* kc = static_cast<const T*>(p.k);
-    const T* vc = static_cast<const T*>(p.v);
+    const T* kc = static_cast<const T*>(p.k) + int64_t(kvh) * p.k_head;
+    const T* vc = static_cast<const T*>(p.v) + int64_t(kvh) * p.v_head;
 
-    // S: L lanes per token (one 16-byte chunk each), 32 / L tokens per warp step
-    const int chunks = D / kX;
-    int L = 1;
-    while (L < chunks)
-        L *= 2;
-    const int per_warp = 32 / L, sub = lane / L, c = lane % L;
-    for (int t0 = start + warp * per_warp; t0 < end; t0 += kV1Warps * per_warp)
-    {
-        const int t = t0 + sub;
-        float kf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (t < end && c < chunks)
+    // Tile i < nt: K of tokens first + i * kV1Tile; tile nt + i: their V. Four threads per token (K, NHD V: 16-byte
+    // chunks tid % 4, + 4, ... of token tid / 4; HND V: tokens 8 (tid % 4) .. + 7 of dims tid / 4, + 32, ...), so the
+    // block id and the token's offset are found once per tile.
+    auto issue = [&](int i) {
+        const int s = i % slots;
+        const uint32_t dst = ring + s * slot_bytes;
+        const bool is_k = i < nt;
+        const int t0 = first + (is_k ? i : i - nt) * kV1Tile, sub = tid & 3;
+        if (is_k || kNhd)
         {
-            const int64_t blk = table[t / bs];
-            load8(kc + blk * p.k_block + kvh * p.k_head + c * p.k_chunk + (t % bs) * p.k_token, kf);
-        }
-        for (int g = 0; g < G; ++g)
-        {
-            float acc = 0.f;
-            if (c < chunks)
+            const int r = tid >> 2, t = t0 + r;
+            const int C = is_k ? Dp / kX : D / kX, live = t < end ? D / kX : 0; // chunks to fill / to read
+            const T* from = is_k ? kc : vc;
+            int64_t step = kX;
+            if (live > 0)
             {
-                const float* qg = q_s + g * D + c * kX;
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    acc += qg[e] * kf[e];
+                const int64_t blk = tbl[(t - start) / bs];
+                from += is_k ? blk * p.k_block + (t % bs) * p.k_token : blk * p.v_block + (t % bs) * p.v_token;
+                step = is_k ? p.k_chunk : kX;
             }
-            for (int o = L / 2; o > 0; o /= 2)
-                acc += __shfl_xor_sync(0xffffffff, acc, o);
-            if (c == 0 && t < end)
-                logits[g * P + (t - start)] = t < lo ? -INFINITY : score_mod(acc, p, head0 + g, t, ctx);
+            const uint32_t row = dst + r * qrow;
+            for (int c = sub; c < C; c += 4)
+                cp_async16_zfill(row + c * 16, c < live ? from + c * step : kc, c < live ? 16 : 0);
         }
-    }
-    __syncthreads();
-
-    // softmax per head: a warp per head
-    const int n = end - start;
-    for (int g = warp; g < G; g += kV1Warps)
-    {
-        float m = -INFINITY;
-        for (int i = lane; i < n; i += 32)
-            m = fmaxf(m, logits[g * P + i]);
-        for (int o = 16; o > 0; o /= 2)
-            m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
-        float sum = 0.f;
-        for (int i = lane; i < n; i += 32)
+        else // HND V: 8 tokens of one dim per chunk (block_size % 8 == 0), into V^T
         {
-            const float e = m == -INFINITY ? 0.f : __expf(logits[g * P + i] - m);
-            logits[g * P + i] = e;
-            sum += e;
+            const int t = t0 + kX * sub, n = min(kX, end - t);
+            const T* from = vc;
+            if (n > 0)
+                from += int64_t(tbl[(t - start) / bs]) * p.v_block + (t % bs);
+            const int bytes = n > 0 ? 2 * n : 0;
+            const uint32_t col = dst + ((sub ^ ((tid >> 3) & 3)) * 16); // (d / 2) % 4 = (tid / 8) % 4 for d = tid / 4 + 32k
+            for (int d = tid >> 2; d < D; d += kV1Threads / 4)
+                cp_async16_zfill(col + d * (kV1Tile * 2), n > 0 ? from + int64_t(d) * p.v_dim : vc, bytes);
         }
-        for (int o = 16; o > 0; o /= 2)
-            sum += __shfl_xor_sync(0xffffffff, sum, o);
-        if (lane == 0)
-            stats[g] = m, stats[G + g] = sum;
-    }
-    __syncthreads();
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bars + 8 * s) : "memory");
+    };
+    const int tiles = 2 * nt;
+    for (int i = 0; i < min(slots, tiles); ++i)
+        issue(i);
 
-    // O = P V: thread owns columns d = tid, tid + 128
-    for (int d = tid; d < D; d += kV1Threads)
+    // lane's ldmatrix rows: A operands (Q, P) rows (lane % 8) + 8 ((lane / 8) % 2), clamped to the group, column
+    // half lane / 16
+    const int arow = min((lane & 7) + 8 * ((lane >> 3) & 1), G - 1), acol = 8 * (lane >> 4);
+
+    // S = Q K^T: warp w takes tokens 8w .. 8w + 7 of each tile
+    for (int i = 0; i < nt; ++i)
     {
-        float acc[kMaxGroup];
+        const int s = i % slots;
+        mbar_wait(bars + 8 * s, (i / slots) & 1);
+        const uint32_t kt = ring + s * slot_bytes;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int k = 0; k < Dp; k += 32)
+        {
+            uint32_t a0[4], a1[4], b[4];
+            ldsm_x4(q_s + arow * qrow + (k + acol) * 2, a0);
+            ldsm_x4(q_s + arow * qrow + (k + 16 + acol) * 2, a1);
+            ldsm_x4(kt + (8 * warp + (lane & 7)) * qrow + (k + 8 * (lane >> 3)) * 2, b);
+            mma16816<T>(acc, a0, b[0], b[1]);
+            mma16816<T>(acc, a1, b[2], b[3]);
+        }
+        const int col = off0 + i * kV1Tile + 8 * warp + 2 * q; // logits column of acc[0] / acc[2]
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g)
-            acc[g] = 0.f;
-        if (p.v_token == 1 && bs % kX == 0) // HND: 8 consecutive tokens of one column are one 16-byte chunk
+        for (int h = 0; h < 2; ++h)
         {
-            for (int t = start & ~(kX - 1); t < end; t += kX)
+            const int r = g + 8 * h;
+            if (r < G)
             {
-                const int64_t blk = table[t / bs];
-                float vf[8];
-                load8(vc + blk * p.v_block + kvh * p.v_head + d * p.v_dim + (t % bs), vf);
+                float v[2];
 #pragma unroll
-                for (int e = 0; e < 8; ++e)
+                for (int e = 0; e < 2; ++e)
                 {
-                    const int tt = t + e;
-                    if (tt < start || tt >= end)
-                        continue;
-#pragma unroll
-                    for (int g = 0; g < kMaxGroup; ++g)
-                        if (g < G)
-                            acc[g] += logits[g * P + (tt - start)] * vf[e];
+                    const int t = start + col + e;
+                    v[e] = t < lo || t >= end ? -INFINITY : score_mod(acc[2 * h + e], p, head0 + r, t, ctx);
                 }
+                *reinterpret_cast<float2*>(logits + r * Ls + col) = make_float2(v[0], v[1]);
             }
         }
-        else // NHD: columns of one token are contiguous across threads
+        __syncthreads(); // every warp is done with slot s
+        if (i + slots < tiles)
+            issue(i + slots);
+    }
+    __syncthreads(); // (nt == 0: no barrier above)
+
+    // softmax per head: a warp per row; the probabilities overwrite the row in place as 16-bit elements (column j at
+    // byte 2j: each write lands on floats this warp has already read)
+    for (int r = warp; r < G; r += kV1Warps)
+    {
+        float* row = logits + r * Ls;
+        T* prow = reinterpret_cast<T*>(row);
+        const int a = off0, b = off0 + nt * kV1Tile;
+        float m = -INFINITY;
+        for (int j = a + lane; j < b; j += 32)
+            m = fmaxf(m, row[j]);
+        for (int o = 16; o > 0; o /= 2)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        float sum = 0.f;
+        for (int j0 = a; j0 < b; j0 += 32)
         {
-            for (int t = start; t < end; ++t)
-            {
-                const int64_t blk = table[t / bs];
-                const float v = to_f(vc[blk * p.v_block + kvh * p.v_head + d * p.v_dim + (t % bs) * p.v_token]);
+            const int j = j0 + lane;
+            const float e = j < b && m != -INFINITY ? __expf(row[j] - m) : 0.f;
+            sum += e;
+            __syncwarp();
+            if (j < b)
+                prow[j] = T(e);
+        }
+        for (int o = 16; o > 0; o /= 2)
+            sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lane == 0)
+            stat[r] = m, stat[kMaxGroup + r] = sum;
+    }
+    __syncthreads();
+
+    // O = P V: warp w takes the 8-dim column tiles w, w + 4, ... of every V tile
+    const int ntile = D / kX;
+    float o[kMaxHead / kX / kV1Warps][4];
 #pragma unroll
-                for (int g = 0; g < kMaxGroup; ++g)
-                    if (g < G)
-                        acc[g] += logits[g * P + (t - start)] * v;
+    for (int j = 0; j < kMaxHead / kX / kV1Warps; ++j)
+        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    for (int i = nt; i < tiles; ++i)
+    {
+        const int s = i % slots;
+        mbar_wait(bars + 8 * s, (i / slots) & 1);
+        const uint32_t vt = ring + s * slot_bytes;
+        const int col = off0 + (i - nt) * kV1Tile;
+        uint32_t a0[4], a1[4];
+        ldsm_x4(lg_s + arow * Ls * 4 + (col + acol) * 2, a0);
+        ldsm_x4(lg_s + arow * Ls * 4 + (col + 16 + acol) * 2, a1);
+#pragma unroll
+        for (int jj = 0; jj < kMaxHead / kX / kV1Warps; ++jj)
+        {
+            const int j = warp + kV1Warps * jj;
+            if (j < ntile)
+            {
+                uint32_t b[4];
+                if constexpr (kNhd)
+                    ldsm_x4_t(vt + lane * qrow + j * 16, b);
+                else
+                {
+                    const int d = 8 * j + (lane & 7);
+                    ldsm_x4(vt + d * (kV1Tile * 2) + (((lane >> 3) ^ ((d >> 1) & 3)) * 16), b);
+                }
+                mma16816<T>(o[jj], a0, b[0], b[1]);
+                mma16816<T>(o[jj], a1, b[2], b[3]);
             }
         }
-        for (int g = 0; g < G; ++g)
+        __syncthreads();
+        if (i + slots < tiles)
+            issue(i + slots);
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+    {
+        const int r = g + 8 * h;
+        if (r >= G)
+            continue;
+        const float sum = stat[kMaxGroup + r], inv = sum > 0.f ? 1.f / sum : 0.f;
+        const int head = head0 + r;
+        T* dst = p.num_partitions == 1
+                     ? static_cast<T*>(p.out) + int64_t(seq) * p.o_seq + int64_t(head) * p.o_head
+                     : static_cast<T*>(p.tmp_out) + ((int64_t(seq) * p.num_heads + head) * p.num_partitions + part) * D;
+#pragma unroll
+        for (int jj = 0; jj < kMaxHead / kX / kV1Warps; ++jj)
         {
-            const float sum = stats[G + g];
-            const float o   = sum > 0.f ? acc[g] / sum : 0.f;
-            const int h     = head0 + g;
-            if (p.num_partitions == 1)
-                static_cast<T*>(p.out)[seq * p.o_seq + h * p.o_head + d] = T(o);
-            else
-                static_cast<T*>(p.tmp_out)[((int64_t(seq) * p.num_heads + h) * p.num_partitions + part) * D + d] = T(o);
+            const int j = warp + kV1Warps * jj;
+            if (j < ntile)
+                *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * q) = pack2<T>(o[jj][2 * h] * inv, o[jj][2 * h + 1] * inv);
         }
     }
     if (p.num_partitions > 1 && tid < G)
     {
         const int64_t i = (int64_t(seq) * p.num_heads + head0 + tid) * p.num_partitions + part;
-        p.max_logits[i] = stats[tid];
-        p.exp_sums[i]   = stats[G + tid];
+        p.max_logits[i] = stat[tid];
+        p.exp_sums[i]   = stat[kMaxGroup + tid];
     }
 }
 
-// Partition combine: CTA (head, sequence); O = sum_p w_p O_p / sum_p w_p, w_p = exp_sum_p * exp(max_p - max).
+// Partition combine: CTA (head, sequence); O = sum_p w_p O_p / sum_p w_p, w_p = exp_sum_p * exp(max_p - max), the
+// weights kV1Threads partitions at a time in shared memory, each thread summing its head-dim columns.
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* red)
+{
+    for (int o = 16; o > 0; o /= 2)
+    {
+        const float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = is_max ? fmaxf(v, w) : v + w;
+    }
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = red[0];
+    for (int i = 1; i < kV1Warps; ++i)
+        v = is_max ? fmaxf(v, red[i]) : v + red[i];
+    __syncthreads();
+    return v;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_constant__ Params p)
 {
-    const int h = blockIdx.x, seq = blockIdx.y, D = p.head_size;
+    __shared__ float w_s[kV1Threads], red[kV1Warps];
+    const int h = blockIdx.x, seq = blockIdx.y, D = p.head_size, tid = threadIdx.x;
     const int ctx = context_len(p, seq);
     const int parts = min((ctx + p.partition_size - 1) / p.partition_size, p.num_partitions);
     const int64_t base = (int64_t(seq) * p.num_heads + h) * p.num_partitions;
+    const float* es = p.exp_sums + base;
+    const float* ml = p.max_logits + base;
     float m = -INFINITY;
-    for (int i = 0; i < parts; ++i)
-        if (p.exp_sums[base + i] > 0.f)
-            m = fmaxf(m, p.max_logits[base + i]);
+    for (int i = tid; i < parts; i += kV1Threads)
+        if (es[i] > 0.f)
+            m = fmaxf(m, ml[i]);
+    m = block_reduce(m, true, red);
     float total = 0.f;
-    for (int i = 0; i < parts; ++i)
-        if (p.exp_sums[base + i] > 0.f)
-            total += p.exp_sums[base + i] * __expf(p.max_logits[base + i] - m);
-    for (int d = threadIdx.x; d < D; d += kV1Threads)
+    for (int i = tid; i < parts; i += kV1Threads)
+        if (es[i] > 0.f)
+            total += es[i] * __expf(ml[i] - m);
+    total = block_reduce(total, false, red);
+    const float inv = total > 0.f ? 1.f / total : 0.f;
+    const T* tmp = static_cast<const T*>(p.tmp_out) + base * D;
+    float acc[kMaxHead / kV1Threads] = {};
+    for (int i0 = 0; i0 < parts; i0 += kV1Threads)
     {
-        float acc = 0.f;
-        for (int i = 0; i < parts; ++i)
-            if (p.exp_sums[base + i] > 0.f)
-                acc += p.exp_sums[base + i] * __expf(p.max_logits[base + i] - m) *
-                       to_f(static_cast<const T*>(p.tmp_out)[(base + i) * D + d]);
-        static_cast<T*>(p.out)[seq * p.o_seq + h * p.o_head + d] = T(total > 0.f ? acc / total : 0.f);
+        const int i = i0 + tid;
+        w_s[tid] = i < parts && es[i] > 0.f ? es[i] * __expf(ml[i] - m) * inv : 0.f; // empty partitions wrote zeros
+        __syncthreads();
+        const int n = min(kV1Threads, parts - i0);
+#pragma unroll
+        for (int c = 0; c < kMaxHead / kV1Threads; ++c)
+        {
+            const int d = tid + c * kV1Threads;
+            if (d < D)
+            {
+                const T* col = tmp + int64_t(i0) * D + d;
+#pragma unroll 8
+                for (int k = 0; k < n; ++k)
+                    acc[c] += w_s[k] * to_f(col[int64_t(k) * D]);
+            }
+        }
+        __syncthreads();
     }
+#pragma unroll
+    for (int c = 0; c < kMaxHead / kV1Threads; ++c)
+        if (tid + c * kV1Threads < D)
+            static_cast<T*>(p.out)[seq * p.o_seq + h * p.o_head + tid + c * kV1Threads] = T(acc[c]);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -316,32 +523,6 @@ inline cudaLaunchConfig_t asm_config(dim3 grid, int splits, cudaLaunchAttribute&
 
 __device__ __forceinline__ int asm_k_slot(int c, int t) { return c * 16 + (t ^ ((c >> 1) & 6)); }
 __device__ __forceinline__ int asm_v_slot(int tg, int d) { return tg * 128 + (d ^ (tg * 4)); }
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-    mma_m16n8k16<std::is_same_v<T, __nv_bfloat16>>(d, a, b0, b1);
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi)
-{
-    if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    {
-        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t*>(&v);
-    }
-    else
-    {
-        const __half2 v = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t*>(&v);
-    }
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kAsmThreads) pa_asm_kernel(const __grid_constant__ Params p)
@@ -747,6 +928,35 @@ cudaError_t asm_launch(const Params& p, int seqs, int kv_heads, int splits, cuda
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+// The generic kernel's ring: as many slots as fit the shared memory a CTA gets when the grid's CTAs share the SMs
+// (the whole partition in flight for a grid within the SMs; at least two slots), at most every tile of a partition.
+// "" or the CUDA error.
+std::string v1_ring(const Params& p, dim3 grid, int& slots, size_t& smem)
+{
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+        return cudaGetErrorString(cudaGetLastError());
+    const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
+    const int per_sm = int(std::min<int64_t>(4, std::max<int64_t>(1, (ctas + sms - 1) / sms)));
+    const int budget = std::min(227 * 1024, 228 * 1024 / per_sm - 1024);
+    const int fixed = v1_fixed_bytes(p.head_size, p.group, p.partition_size, p.block_size), slot = v1_slot_bytes(p.head_size);
+    const int most = 2 * ((p.partition_size + kV1Tile - 1) / kV1Tile);
+    slots = std::max(2, std::min(most, (budget - fixed) / slot));
+    smem = size_t(fixed) + size_t(slots) * slot;
+    return "";
+}
+
+template <typename T, bool kNhd>
+cudaError_t v1_launch(const Params& p, dim3 grid, int slots, size_t smem, cudaStream_t stream)
+{
+    auto kernel = &pa_v1_kernel<T, kNhd>;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess)
+        return e;
+    kernel<<<grid, kV1Threads, smem, stream>>>(p, slots);
+    return cudaGetLastError();
+}
+
 } // namespace mha::paged
 
 namespace aiter {
@@ -797,23 +1007,19 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
     }
     const char* name = a.data_type == "bf16" ? "pa_v1_bf16" : "pa_v1_fp16";
     mha_set_last_kernel_name(name);
+    const dim3 grid(p.num_partitions, p.num_heads / p.group, a.num_seqs);
+    int slots = 0;
+    size_t smem = 0;
+    if (std::string why = v1_ring(p, grid, slots, smem); !why.empty())
+        return mha::fail("paged_attention_v1: " + why);
     auto pass = [&]() -> cudaError_t {
-        const size_t smem = sizeof(float) * (size_t(p.group) * (p.head_size + p.partition_size) + 2 * p.group);
-        const dim3 grid(p.num_partitions, p.num_heads / p.group, a.num_seqs);
         cudaError_t e;
         if (a.data_type == "bf16")
-        {
-            e = cudaFuncSetAttribute(&pa_v1_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(smem));
-            if (e == cudaSuccess)
-                pa_v1_kernel<__nv_bfloat16><<<grid, kV1Threads, smem, s.stream_id_>>>(p);
-        }
+            e = a.nhd ? v1_launch<__nv_bfloat16, true>(p, grid, slots, smem, s.stream_id_)
+                      : v1_launch<__nv_bfloat16, false>(p, grid, slots, smem, s.stream_id_);
         else
-        {
-            e = cudaFuncSetAttribute(&pa_v1_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-            if (e == cudaSuccess)
-                pa_v1_kernel<__half><<<grid, kV1Threads, smem, s.stream_id_>>>(p);
-        }
+            e = a.nhd ? v1_launch<__half, true>(p, grid, slots, smem, s.stream_id_)
+                      : v1_launch<__half, false>(p, grid, slots, smem, s.stream_id_);
         if (e != cudaSuccess || (e = cudaGetLastError()) != cudaSuccess || p.num_partitions == 1)
             return e;
         const dim3 rgrid(a.num_heads, a.num_seqs);
