@@ -3,7 +3,8 @@
 //   aiter::paged_attention_v1  the generic one (role of AITER's paged_attention_v1_core): any head size that is a
 //                              multiple of 8 up to 256, block sizes that are multiples of 8, both cache layouts,
 //                              partitions of the context combined through a caller workspace, ALiBi, soft-cap and a
-//                              sliding window.
+//                              sliding window; tensor-core MMAs over the query heads of a KV head (up to 16), K / V
+//                              through a cp.async ring sized to the grid.
 //   aiter::pa_fwd_asm          the tuned one (role of AITER's pa_fwd_asm): head size 128, block size 16, K in the
 //                              vLLM 5D layout and V in the asm layout below; tensor-core MMAs over 16 query heads
 //                              of a KV head at a time, and on sm_90 a short batch's contexts split over a

@@ -5,7 +5,8 @@
 # Usage: bash scripts/gpu_check.sh [build] [smoke] [pytest] [perf] [paged] [decode] [bwd] [bwdsmoke] [bwdperf]
 # (default: the first four). smoke: the basic script, then smoke_test_fwd.sh (about 900 s in full with 16 jobs on
 # an H200: pass SMOKE_SHARD=1/2, then 2/2, to fit 600 s calls; SMOKE_LIMIT bounds it). paged: the split-KV smoke
-# section, the paged-attention tests with AITER's repro and stress, and kvcache_check; decode: scripts/decode_bench.py;
+# section, the paged-attention tests with AITER's repro and stress, kvcache_check, tests/cpp/paged_check.cu (also
+# under compute-sanitizer); decode: scripts/decode_bench.py;
 # bwd: a few validated benchmark_mha_bwd runs and the backward GPU tests; bwdsmoke: smoke_test_bwd.sh (SMOKE_SHARD
 # honoured); bwdperf: the backward grid against SDPA (BWD_HDIMS / BWD_SEQLENS narrow it). MHA_COMPILE_ARGS passes
 # compile.py options through build_mha.sh.
@@ -50,6 +51,13 @@ if has paged; then
   AITER_RUN_REPRO_SHAPES=1 AITER_RUN_STRESS=1 timeout 300 python3 -m pytest tests/test_gpu_paged.py \
     tests/test_pa_merged.py tests/test_gpu_kvcache.py -q -s -rs > "$OUT/paged.log" 2>&1; echo "paged pytest rc=$?"
   grep -E "perf repro|passed|failed" "$OUT/paged.log" | tail -n 4
+  # the torch-free paged-attention check, also under compute-sanitizer (seconds)
+  nvcc -std=c++17 -O2 -Iinclude -Icsrc -gencode=arch=compute_90a,code=sm_90a -cudart static tests/cpp/paged_check.cu \
+    csrc/paged/paged_attention.cu csrc/api/error.cpp csrc/api/l2_flush.cu -o /tmp/paged_check && /tmp/paged_check |
+    tee "$OUT/paged_check.log" | tail -n 1
+  for t in memcheck racecheck; do
+    compute-sanitizer --tool $t --error-exitcode 9 /tmp/paged_check > "$OUT/paged_check_$t.log" 2>&1; echo "$t rc=$?"
+  done
 fi
 if has decode; then
   echo "== decode benchmark (ours vs PyTorch SDPA, same call)"

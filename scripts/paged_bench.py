@@ -22,8 +22,9 @@ from _mha_paths import load_binding  # noqa: E402
 from _paged_common import X, asm_v_shuffle  # noqa: E402
 
 
-def device_us(fn, sweep, iters):
-    """Median GPU time (us) of fn's paged-attention kernels per call, each call after a sweep of the L2."""
+def device_us(fn, sweep, iters, only=None):
+    """Median GPU time (us) of fn's paged-attention kernels per call (only: those whose name has it), each call after
+    a sweep of the L2."""
     from torch.profiler import ProfilerActivity, profile
     fn()
     torch.cuda.synchronize()
@@ -37,8 +38,8 @@ def device_us(fn, sweep, iters):
     per = len(kernels) // iters
     if per < 1 or per * iters != len(kernels):
         raise RuntimeError(f"{len(kernels)} paged-attention kernels recorded for {iters} calls")
-    return statistics.median(sum(e.time_range.elapsed_us() for e in kernels[i * per:(i + 1) * per])
-                             for i in range(iters))
+    return statistics.median(sum(e.time_range.elapsed_us() for e in kernels[i * per:(i + 1) * per]
+                                 if only is None or only in e.name) for i in range(iters))
 
 
 def main():
@@ -56,7 +57,7 @@ def main():
     sweep = torch.ones(128 << 20, dtype=torch.float32, device="cuda")
     print(f"# {torch.cuda.get_device_name()}; 32 q / 8 KV heads, d128, bf16, block 16, L2 swept; v1 partition "
           f"{args.partition}; GB/s of K + V over the median kernel time of {args.iters} calls")
-    print(f"{'b':>3} {'L':>7} {'v1 us':>9} {'v1 GB/s':>8} {'asm us':>9} {'asm GB/s':>9}")
+    print(f"{'b':>3} {'L':>7} {'v1 us':>9} {'v1 GB/s':>8} {'(combine us)':>12} {'asm us':>9} {'asm GB/s':>9}")
     g = torch.Generator(device="cuda").manual_seed(0)
     for b in map(int, args.batches.split(",")):
         for L in map(int, args.lengths.split(",")):
@@ -80,9 +81,10 @@ def main():
                 m.pa_fwd_asm(q, k5, va, tables, lens, tables.stride(0), out_=out2)
 
             t1, t2 = device_us(v1, sweep, args.iters), device_us(asm, sweep, args.iters)
+            tr = device_us(v1, sweep, args.iters, "reduce")
             err = float((out1.float() - out2.float()).abs().max())
             gb = 2 * b * hk * L * d * 2 / 1e3
-            print(f"{b:>3} {L:>7} {t1:>9.1f} {gb / t1:>8.0f} {t2:>9.1f} {gb / t2:>9.0f}   (max |v1 - asm| {err:.2g})",
+            print(f"{b:>3} {L:>7} {t1:>9.1f} {gb / t1:>8.0f} {tr:>12.1f} {t2:>9.1f} {gb / t2:>9.0f}   (max |v1 - asm| {err:.2g})",
                   flush=True)
             del k5, v4, va, ws
 

@@ -1,9 +1,10 @@
 // Paged-attention decode over vLLM-style caches (include/mha_paged.h): the generic partitioned kernel
 // (paged_attention_v1) with its partition-combine kernel, and the tuned asm-layout kernel (pa_fwd_asm).
-// The generic kernel is SIMT (any head size, block size, layout and score modifier); the tuned one runs its dot
-// products on the tensor cores (m16n8k16, 16 query heads per KV head at a time), streams K / V through per-warp
-// cp.async rings and splits long contexts over thread-block clusters. Each CTA serves the query heads of one KV head,
-// so every K/V byte is read once for the whole GQA group (up to 16 heads); block ids are 32-bit, every offset 64-bit.
+// Both run their dot products on the tensor cores (m16n8k16 over up to 16 query heads of one KV head) and stream
+// K / V through cp.async rings: the generic one for any head size, block size, layout and score modifier, a partition
+// of the context per CTA; the tuned one for its fixed shape, per-warp rings, and long contexts split over thread-block
+// clusters. Each CTA serves the query heads of one KV head, so every K/V byte is read once for the whole GQA group
+// (up to 16 heads); block ids are 32-bit, every offset 64-bit.
 
 #include "mha_paged.h"
 
@@ -81,28 +82,39 @@ __device__ __forceinline__ float score_mod(float s, const Params& p, int head, i
 // per head there (its probabilities rewritten in place in the element type), then O = P V. K and V reach shared
 // memory through one ring of kV1Tile-token slots (the partition's K tiles, then its V tiles), filled by 16-byte
 // cp.asyncs from any of the layouts and completed on one mbarrier per slot; the host sizes the ring (up to the whole
-// partition in flight when the grid is small). Canonical shared layouts, so every fragment is one ldmatrix:
-//   Q [16][Dp + 8], K [tile token][Dp + 8] (Dp = head size rounded up to 32, zeros past it; the +8 pad makes row
-//   strides an odd number of 16-byte units: conflict-free), V [tile token][Dp + 8] from NHD (ldmatrix.trans) or,
-//   from HND (8 tokens of one dim per 16 bytes), V^T [dim][kV1Tile] with its four 16-byte chunks per row swizzled by
-//   (dim / 2) % 4, P [head][token] in the logits rows (stride kV1Ls floats, an odd number of 16-byte units).
+// partition in flight when the grid is small). Shared layouts: every fragment is one conflict-free ldmatrix, and
+// every 128-byte segment of the cache lands in one 128-byte block of shared memory (else each lane's 16-byte copy is
+// its own L2 request; measurements below). Dp = head size rounded up to 64, zeros past it:
+//   Q [16][Dp + 8] (the pad: rows an odd number of 16-byte units apart); P [head][token] in the logits rows (stride
+//   v1_ls floats, likewise); HND K chunk-major as in the cache, [Dp / 8][kV1Tile tokens][8]; HND V^T by v_unit
+//   (below: a block's 8-token chunks of one dim together, XOR-swizzled); NHD K and V [kV1Tile tokens][Dp] with the
+//   16-byte chunks of row t XORed with t % 8 (V through ldmatrix.trans).
 // Tokens past the context are zero-filled (V) and -inf (S); a sliding window skips whole tiles before it.
+// H100, 32 query / 8 KV heads, d128, block 16, bf16, partitions of 256, L2 swept (scripts/paged_bench.py, both kernels
+// of a call), GB/s of K + V, b=1 / 16 / 64 at 1k / 8k / 32k tokens: 227 / 1342 / 1869, 2019 / 2616 / 2767, 2405 / 2810
+// / 2838 (pa_fwd_asm in the same run: 378 / 1475 / 2147, 2259 / 2890 / 3002, 2599 / 3022 / 3068); the SIMT kernel it
+// replaced (scores in shared memory, a thread per head-dim column for P V, dependent scalar loads): 27 / 434 (32k),
+// 343 / 696 (32k), 550 / 734 (32k). What mattered, by ncu at b=64 8k: the copies' shared-memory side must mirror
+// the cache's 128-byte segments (each 8-lane phase of a 16-byte cp.async one 128-byte block of shared memory, in any
+// order inside it), else every lane is its own L2 request: 113 M requests of 1.2 sectors, the L2 92% busy at 2.2 TB/s
+// of DRAM, against 50 M after (2 sectors each; pa_fwd_asm 25 M of 4).
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int kV1Tile = 32;                  // tokens per ring slot
-static_assert(kV1Threads == 4 * kV1Tile && kV1Warps * 8 == kV1Tile, "four threads per token, 8 tokens per warp");
+static_assert(kV1Tile == 32 && kV1Threads == 4 * kV1Tile && kV1Warps * 8 == kV1Tile,
+              "a lane per token of a tile (HND K), four 8-token chunks, 8 tokens of S per warp");
 constexpr int kV1MaxSlots = 2 * ((kMaxPartition + kV1Tile - 1) / kV1Tile); // every K and V tile of a partition
 // shared memory header: one mbarrier per slot, then each head's softmax max and sum
 constexpr int kV1StatOffset = 8 * kV1MaxSlots, kV1BarBytes = kV1StatOffset + 2 * kMaxGroup * 4;
 static_assert(kV1BarBytes % 128 == 0, "Q starts 128-byte aligned");
 
-__host__ __device__ constexpr int v1_dp(int d) { return (d + 31) / 32 * 32; }
+__host__ __device__ constexpr int v1_dp(int d) { return (d + 63) / 64 * 64; }
 // logits row stride in floats: every tile of a partition, == 4 mod 8 (rows of P in 16-bit elements then start an
 // odd number of 16-byte units apart)
 __host__ __device__ constexpr int v1_ls(int partition) { return (partition + kV1Tile - 1) / kV1Tile * kV1Tile + 4; }
 __host__ __device__ constexpr int v1_q_bytes(int d) { return 16 * (v1_dp(d) + 8) * 2; }
 __host__ __device__ constexpr int v1_slot_bytes(int d)
 {
-    return kV1Tile * (v1_dp(d) + 8) * 2 > d * kV1Tile * 2 ? kV1Tile * (v1_dp(d) + 8) * 2 : d * kV1Tile * 2;
+    return kV1Tile * v1_dp(d) * 2;
 }
 // the partition's block ids, 128-byte rows
 __host__ __device__ constexpr int v1_table_bytes(int partition, int block)
@@ -140,9 +152,14 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi)
     }
 }
 
+// 16 bytes, of which the first `bytes` from src and the rest zeros (the plain form when all 16 come from src; the
+// two forms measured alike, ncu L2 requests included)
 __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, int bytes)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+    if (bytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t a, uint32_t (&r)[4])
@@ -168,7 +185,8 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
                      : "memory");
 }
 
-template <typename T, bool kNhd>
+// kNT: 8-dim column tiles of O per warp, at most (4 up to head size 128, 8 up to 256)
+template <typename T, bool kNhd, int kNT>
 __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant__ Params p, int slots)
 {
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -193,7 +211,7 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
     float* const logits = reinterpret_cast<float*>(smem_raw + lg_off);     // [G][Ls]
     float* const stat = reinterpret_cast<float*>(smem_raw + kV1StatOffset); // max [16], sum [16]
     const uint32_t ring = lg_s + G * Ls * 4;
-    const int slot_bytes = v1_slot_bytes(D), qrow = (Dp + 8) * 2;
+    const int slot_bytes = v1_slot_bytes(D), qrow = (Dp + 8) * 2, krow = Dp * 2;
 
     if (tid == 0)
         for (int s = 0; s < slots; ++s)
@@ -219,47 +237,97 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
 
     const T* kc = static_cast<const T*>(p.k) + int64_t(kvh) * p.k_head;
     const T* vc = static_cast<const T*>(p.v) + int64_t(kvh) * p.v_head;
+    // x / block_size for 0 <= x < 2^12 without a division: the reciprocal rounded up by 2^-20 never lands below an
+    // exact quotient, and stays below the next integer while block_size * (quotient + 1) < 2^20
+    const float inv_bs = __frcp_rn(float(bs)) * (1.f + 1.f / (1 << 20));
 
-    // Tile i < nt: K of tokens first + i * kV1Tile; tile nt + i: their V. Four threads per token (K, NHD V: 16-byte
-    // chunks tid % 4, + 4, ... of token tid / 4; HND V: tokens 8 (tid % 4) .. + 7 of dims tid / 4, + 32, ...), so the
-    // block id and the token's offset are found once per tile.
-    auto issue = [&](int i) {
-        const int s = i % slots;
-        const uint32_t dst = ring + s * slot_bytes;
-        const bool is_k = i < nt;
-        const int t0 = first + (is_k ? i : i - nt) * kV1Tile, sub = tid & 3;
-        if (is_k || kNhd)
+    // Tile f < nt: K of tokens first + f * kV1Tile; tile nt + f: their V; slot f % slots. The lanes of a warp walk
+    // the cache in memory order, so that each 8-lane phase of a 16-byte copy reads 128 contiguous bytes where the
+    // layout has them (one L2 request of four sectors, not four of one):
+    //   HND K (chunk c of a block: its tokens, 16 bytes each): lane = token, warp w = chunks w, w + 4, ...
+    //   HND V (dim d of a block: its tokens, 2 bytes each): a thread keeps one 8-token chunk tc and walks dims
+    //         dl, dl + 32, ...; the tc chunks of one block (cpb of them: 1, 2 or 4) are the fastest lanes
+    //   NHD K, V (token: its head dims): consecutive lanes take consecutive chunks of a token
+    const int tiles = 2 * nt;
+    const int cpb = bs % 32 == 0 ? 4 : bs % 16 == 0 ? 2 : 1; // 8-token chunks of a tile in one block (aligned)
+    const int v_tc = (warp % (4 / cpb)) * cpb + lane % cpb, v_dl = (warp / (4 / cpb)) * (32 / cpb) + lane / cpb;
+    const int kc_n = Dp / kX, vc_n = D / kX; // 16-byte chunks of a K row (zeros past the head size), of a V row
+    // HND V^T: 16-byte unit of (dim d, 8-token chunk tc), the tile's chunks in one block (tc / cpb) together as in
+    // the cache, so a 128-byte segment of the cache lands in one 128-byte segment here; the chunk bits XORed with
+    // (d / (8 / cpb)) % cpb so that ldmatrix's 8 dims of one chunk hit 8 different bank groups
+    auto v_unit = [&](int tc, int d) {
+        return ((tc / cpb) * D + d) * cpb + ((tc % cpb) ^ ((d / (8 / cpb)) & (cpb - 1)));
+    };
+    const float inv_kc = __frcp_rn(float(kc_n)) * (1.f + 1.f / (1 << 20)),
+                inv_vc = __frcp_rn(float(vc_n)) * (1.f + 1.f / (1 << 20));
+    int fill = 0, fill_slot = 0;
+    auto issue = [&]() {
+        const uint32_t dst = ring + fill_slot * slot_bytes;
+        const bool is_k = fill < nt;
+        const int o0 = off0 + (is_k ? fill : fill - nt) * kV1Tile; // partition offset of the tile
+        if constexpr (kNhd)
         {
-            const int r = tid >> 2, t = t0 + r;
-            const int C = is_k ? Dp / kX : D / kX, live = t < end ? D / kX : 0; // chunks to fill / to read
-            const T* from = is_k ? kc : vc;
-            int64_t step = kX;
-            if (live > 0)
+            const T* src = is_k ? kc : vc;
+            const int C = is_k ? kc_n : vc_n;
+            const float inv = is_k ? inv_kc : inv_vc;
+            const int64_t blk_stride = is_k ? p.k_block : p.v_block, tok_stride = is_k ? p.k_token : p.v_token;
+            for (int j = tid; j < kV1Tile * C; j += kV1Threads)
             {
-                const int64_t blk = tbl[(t - start) / bs];
-                from += is_k ? blk * p.k_block + (t % bs) * p.k_token : blk * p.v_block + (t % bs) * p.v_token;
-                step = is_k ? p.k_chunk : kX;
+                const int r = __float2int_rz(float(j) * inv), c = j - r * C, o = o0 + r;
+                const bool live = start + o < end && c < vc_n;
+                const T* from = src;
+                if (live)
+                {
+                    const int bi = __float2int_rz(float(o) * inv_bs);
+                    from += int64_t(tbl[bi]) * blk_stride + int64_t(o - bi * bs) * tok_stride + c * kX;
+                }
+                cp_async16_zfill(dst + r * krow + ((c ^ (r & 7)) * 16), from, live ? 16 : 0);
             }
-            const uint32_t row = dst + r * qrow;
-            for (int c = sub; c < C; c += 4)
-                cp_async16_zfill(row + c * 16, c < live ? from + c * step : kc, c < live ? 16 : 0);
+        }
+        else if (is_k)
+        {
+            const int o = o0 + lane;
+            const bool live = start + o < end;
+            const T* from = kc;
+            if (live)
+            {
+                const int bi = __float2int_rz(float(o) * inv_bs);
+                from += int64_t(tbl[bi]) * p.k_block + int64_t(o - bi * bs) * p.k_token + warp * p.k_chunk;
+            }
+            const uint32_t row = dst + lane * 16;
+            for (int c = warp; c < kc_n; c += kV1Warps, from += kV1Warps * p.k_chunk)
+                cp_async16_zfill(row + c * (kV1Tile * 16), live && c < vc_n ? from : kc, live && c < vc_n ? 16 : 0);
         }
         else // HND V: 8 tokens of one dim per chunk (block_size % 8 == 0), into V^T
         {
-            const int t = t0 + kX * sub, n = min(kX, end - t);
+            const int o = o0 + kX * v_tc, n = min(kX, end - start - o);
             const T* from = vc;
             if (n > 0)
-                from += int64_t(tbl[(t - start) / bs]) * p.v_block + (t % bs);
+            {
+                const int bi = __float2int_rz(float(o) * inv_bs);
+                from += int64_t(tbl[bi]) * p.v_block + (o - bi * bs) + int64_t(v_dl) * p.v_dim;
+            }
             const int bytes = n > 0 ? 2 * n : 0;
-            const uint32_t col = dst + ((sub ^ ((tid >> 3) & 3)) * 16); // (d / 2) % 4 = (tid / 8) % 4 for d = tid / 4 + 32k
-            for (int d = tid >> 2; d < D; d += kV1Threads / 4)
-                cp_async16_zfill(col + d * (kV1Tile * 2), n > 0 ? from + int64_t(d) * p.v_dim : vc, bytes);
+            const uint32_t col = dst + v_unit(v_tc, v_dl) * 16;
+            const int64_t step = 32 * p.v_dim;
+            for (int d = v_dl, k = 0; d < D; d += 32, ++k, from += step)
+                cp_async16_zfill(col + k * 32 * cpb * 16, n > 0 ? from : vc, bytes);
         }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bars + 8 * s) : "memory");
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bars + 8 * fill_slot) : "memory");
+        ++fill;
+        fill_slot = fill_slot + 1 == slots ? 0 : fill_slot + 1;
     };
-    const int tiles = 2 * nt;
-    for (int i = 0; i < min(slots, tiles); ++i)
-        issue(i);
+    while (fill < min(slots, tiles))
+        issue();
+    int use_slot = 0;
+    uint32_t use_phase = 0;
+    auto wait = [&]() {
+        mbar_wait(bars + 8 * use_slot, use_phase);
+        const uint32_t at = ring + use_slot * slot_bytes;
+        if (++use_slot == slots)
+            use_slot = 0, use_phase ^= 1;
+        return at;
+    };
 
     // lane's ldmatrix rows: A operands (Q, P) rows (lane % 8) + 8 ((lane / 8) % 2), clamped to the group, column
     // half lane / 16
@@ -268,16 +336,19 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
     // S = Q K^T: warp w takes tokens 8w .. 8w + 7 of each tile
     for (int i = 0; i < nt; ++i)
     {
-        const int s = i % slots;
-        mbar_wait(bars + 8 * s, (i / slots) & 1);
-        const uint32_t kt = ring + s * slot_bytes;
+        const uint32_t kt = wait();
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        // B rows: token 8w + lane % 8, chunk k / 8 + lane / 8 (NHD: rows of the head size, chunks XOR token % 8;
+        // HND: chunk-major, [chunk][32 tokens])
+        const uint32_t qa = q_s + arow * qrow + acol * 2;
+        const int kt_row = 8 * warp + (lane & 7);
         for (int k = 0; k < Dp; k += 32)
         {
             uint32_t a0[4], a1[4], b[4];
-            ldsm_x4(q_s + arow * qrow + (k + acol) * 2, a0);
-            ldsm_x4(q_s + arow * qrow + (k + 16 + acol) * 2, a1);
-            ldsm_x4(kt + (8 * warp + (lane & 7)) * qrow + (k + 8 * (lane >> 3)) * 2, b);
+            ldsm_x4(qa + k * 2, a0);
+            ldsm_x4(qa + k * 2 + 32, a1);
+            const int c = k / kX + (lane >> 3);
+            ldsm_x4(kNhd ? kt + kt_row * krow + ((c ^ (lane & 7)) * 16) : kt + (c * kV1Tile + kt_row) * 16, b);
             mma16816<T>(acc, a0, b[0], b[1]);
             mma16816<T>(acc, a1, b[2], b[3]);
         }
@@ -298,9 +369,9 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
                 *reinterpret_cast<float2*>(logits + r * Ls + col) = make_float2(v[0], v[1]);
             }
         }
-        __syncthreads(); // every warp is done with slot s
-        if (i + slots < tiles)
-            issue(i + slots);
+        __syncthreads(); // every warp is done with the slot
+        if (fill < tiles)
+            issue();
     }
     __syncthreads(); // (nt == 0: no barrier above)
 
@@ -333,42 +404,58 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
     }
     __syncthreads();
 
-    // O = P V: warp w takes the 8-dim column tiles w, w + 4, ... of every V tile
+    // O = P V: warp w takes the 8-dim column tiles w, w + 4, ... (at most kNT) of every V tile
     const int ntile = D / kX;
-    float o[kMaxHead / kX / kV1Warps][4];
+    const int mine = (ntile - warp + kV1Warps - 1) / kV1Warps;
+    // lane's B rows: NHD V tokens 0 .. 31 at dim 8j; HND V^T dims 8j + lane % 8 at token chunk lane / 8 (swizzled
+    // by (lane % 8) / 2, the same for every j)
+    // (NHD: row lane, chunk j XOR lane % 8, added per j below; HND: v_unit(lane / 8, 8j + lane % 8), whose XOR
+    // term is the same for every j)
+    const uint32_t vlane = kNhd ? lane * krow : v_unit(lane >> 3, 8 * warp + (lane & 7)) * 16;
+    const uint32_t vstep = kNhd ? 0 : kV1Warps * 8 * cpb * 16;
+    float o[kNT][4];
 #pragma unroll
-    for (int j = 0; j < kMaxHead / kX / kV1Warps; ++j)
+    for (int j = 0; j < kNT; ++j)
         o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
     for (int i = nt; i < tiles; ++i)
     {
-        const int s = i % slots;
-        mbar_wait(bars + 8 * s, (i / slots) & 1);
-        const uint32_t vt = ring + s * slot_bytes;
+        const uint32_t vt = wait() + vlane;
         const int col = off0 + (i - nt) * kV1Tile;
         uint32_t a0[4], a1[4];
         ldsm_x4(lg_s + arow * Ls * 4 + (col + acol) * 2, a0);
         ldsm_x4(lg_s + arow * Ls * 4 + (col + 16 + acol) * 2, a1);
-#pragma unroll
-        for (int jj = 0; jj < kMaxHead / kX / kV1Warps; ++jj)
+        if (mine == kNT)
         {
-            const int j = warp + kV1Warps * jj;
-            if (j < ntile)
+#pragma unroll
+            for (int jj = 0; jj < kNT; ++jj)
             {
                 uint32_t b[4];
                 if constexpr (kNhd)
-                    ldsm_x4_t(vt + lane * qrow + j * 16, b);
+                    ldsm_x4_t(vt + (((warp + kV1Warps * jj) ^ (lane & 7)) * 16), b);
                 else
-                {
-                    const int d = 8 * j + (lane & 7);
-                    ldsm_x4(vt + d * (kV1Tile * 2) + (((lane >> 3) ^ ((d >> 1) & 3)) * 16), b);
-                }
+                    ldsm_x4(vt + jj * vstep, b);
                 mma16816<T>(o[jj], a0, b[0], b[1]);
                 mma16816<T>(o[jj], a1, b[2], b[3]);
             }
         }
+        else
+        {
+#pragma unroll
+            for (int jj = 0; jj < kNT; ++jj)
+                if (jj < mine)
+                {
+                    uint32_t b[4];
+                    if constexpr (kNhd)
+                        ldsm_x4_t(vt + (((warp + kV1Warps * jj) ^ (lane & 7)) * 16), b);
+                    else
+                        ldsm_x4(vt + jj * vstep, b);
+                    mma16816<T>(o[jj], a0, b[0], b[1]);
+                    mma16816<T>(o[jj], a1, b[2], b[3]);
+                }
+        }
         __syncthreads();
-        if (i + slots < tiles)
-            issue(i + slots);
+        if (fill < tiles)
+            issue();
     }
 
 #pragma unroll
@@ -383,10 +470,10 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
                      ? static_cast<T*>(p.out) + int64_t(seq) * p.o_seq + int64_t(head) * p.o_head
                      : static_cast<T*>(p.tmp_out) + ((int64_t(seq) * p.num_heads + head) * p.num_partitions + part) * D;
 #pragma unroll
-        for (int jj = 0; jj < kMaxHead / kX / kV1Warps; ++jj)
+        for (int jj = 0; jj < kNT; ++jj)
         {
             const int j = warp + kV1Warps * jj;
-            if (j < ntile)
+            if (jj < mine)
                 *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * q) = pack2<T>(o[jj][2 * h] * inv, o[jj][2 * h + 1] * inv);
         }
     }
@@ -949,7 +1036,7 @@ std::string v1_ring(const Params& p, dim3 grid, int& slots, size_t& smem)
 template <typename T, bool kNhd>
 cudaError_t v1_launch(const Params& p, dim3 grid, int slots, size_t smem, cudaStream_t stream)
 {
-    auto kernel = &pa_v1_kernel<T, kNhd>;
+    auto kernel = p.head_size <= 128 ? &pa_v1_kernel<T, kNhd, 4> : &pa_v1_kernel<T, kNhd, kMaxHead / kX / kV1Warps>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess)
         return e;
