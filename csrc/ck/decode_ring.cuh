@@ -12,6 +12,7 @@
 // one-row box would start off a 128-byte boundary) and calls whose maps could not be built keep the cp.async loop.
 
 #include "../common/fwd_params.h"
+#include "../common/mbarrier.h"
 
 #include <cstdint>
 #include <cuda_runtime.h>
@@ -134,13 +135,7 @@ struct DecodeRing
     // Waits until stage `st` (its fill number `phase`, mod 2) has landed.
     __device__ __forceinline__ void wait(int st, int phase)
     {
-        uint32_t done = 0;
-        while (!done)
-            asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                         " selp.u32 %0, 1, 0, p;\n}"
-                         : "=r"(done)
-                         : "r"(smem_addr(bars + st)), "r"(phase)
-                         : "memory");
+        mbar_wait(smem_addr(bars + st), uint32_t(phase));
         __syncwarp();
     }
 

@@ -10,6 +10,7 @@
 
 #include "../api/error.h"
 #include "../api/launch.h"
+#include "../common/mbarrier.h"
 #include "../common/mma_sync.h"
 
 #include <cooperative_groups.h>
@@ -172,17 +173,6 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t a, uint32_t (&r)[4])
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
 }
 
 // kNT: 8-dim column tiles of O per warp, at most (4 up to head size 128, 8 up to 256)
@@ -424,34 +414,27 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
         uint32_t a0[4], a1[4];
         ldsm_x4(lg_s + arow * Ls * 4 + (col + acol) * 2, a0);
         ldsm_x4(lg_s + arow * Ls * 4 + (col + 16 + acol) * 2, a1);
-        if (mine == kNT)
+        auto step = [&](int jj) {
+            uint32_t b[4];
+            if constexpr (kNhd)
+                ldsm_x4_t(vt + (((warp + kV1Warps * jj) ^ (lane & 7)) * 16), b);
+            else
+                ldsm_x4(vt + jj * vstep, b);
+            mma16816<T>(o[jj], a0, b[0], b[1]);
+            mma16816<T>(o[jj], a1, b[2], b[3]);
+        };
+        if (mine == kNT) // (no predicates for the common case)
         {
 #pragma unroll
             for (int jj = 0; jj < kNT; ++jj)
-            {
-                uint32_t b[4];
-                if constexpr (kNhd)
-                    ldsm_x4_t(vt + (((warp + kV1Warps * jj) ^ (lane & 7)) * 16), b);
-                else
-                    ldsm_x4(vt + jj * vstep, b);
-                mma16816<T>(o[jj], a0, b[0], b[1]);
-                mma16816<T>(o[jj], a1, b[2], b[3]);
-            }
+                step(jj);
         }
         else
         {
 #pragma unroll
             for (int jj = 0; jj < kNT; ++jj)
                 if (jj < mine)
-                {
-                    uint32_t b[4];
-                    if constexpr (kNhd)
-                        ldsm_x4_t(vt + (((warp + kV1Warps * jj) ^ (lane & 7)) * 16), b);
-                    else
-                        ldsm_x4(vt + jj * vstep, b);
-                    mma16816<T>(o[jj], a0, b[0], b[1]);
-                    mma16816<T>(o[jj], a1, b[2], b[3]);
-                }
+                    step(jj);
         }
         __syncthreads();
         if (fill < tiles)

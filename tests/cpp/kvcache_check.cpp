@@ -12,6 +12,7 @@
 //            counter pool has slots, vs the same calls through the combine kernel
 // Prints "<case> max_err=<e> lse_err=<e> ok|FAIL" per case and exits non-zero on any failure.
 #include "mha_fwd.h"
+#include "cuda_check.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -29,16 +30,6 @@
 #include <utility>
 #include <vector>
 
-#define CHECK(x)                                                                                                     \
-    do                                                                                                               \
-    {                                                                                                                \
-        cudaError_t e_ = (x);                                                                                        \
-        if (e_ != cudaSuccess)                                                                                       \
-        {                                                                                                            \
-            std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                   \
-            std::exit(2);                                                                                            \
-        }                                                                                                            \
-    } while (0)
 
 using bf16 = __nv_bfloat16;
 

@@ -7,6 +7,7 @@
 //        tests/cpp/paged_check.cu csrc/paged/paged_attention.cu csrc/api/error.cpp csrc/api/l2_flush.cu -o paged_check
 // Exit status 0 when every case is within tolerance, 1 otherwise, 2 on a CUDA or API error.
 #include "mha_paged.h"
+#include "cuda_check.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -21,16 +22,6 @@
 #include <string>
 #include <vector>
 
-#define CHECK(x)                                                                                                     \
-    do                                                                                                               \
-    {                                                                                                                \
-        cudaError_t e_ = (x);                                                                                        \
-        if (e_ != cudaSuccess)                                                                                       \
-        {                                                                                                            \
-            std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                    \
-            std::exit(2);                                                                                            \
-        }                                                                                                            \
-    } while (0)
 
 struct Case
 {
