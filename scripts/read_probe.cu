@@ -47,6 +47,8 @@
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -cudart static -o read_probe scripts/read_probe.cu
 //   ./read_probe [keys per region, a multiple of 32; default 16384] [regions; default 512] [warps per CTA; default 1]
 #include <cuda.h>
+#include "../csrc/common/mbarrier.h"
+
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
@@ -75,19 +77,9 @@ struct Maps
     CUtensorMap k, v;
 };
 
-
 __device__ __forceinline__ uint32_t saddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
-__device__ __forceinline__ void bar_wait(uint32_t bar, int phase)
-{
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done)
-                     : "r"(bar), "r"(phase)
-                     : "memory");
-}
+__device__ __forceinline__ void bar_wait(uint32_t bar, int phase) { mha::mbar_wait(bar, uint32_t(phase)); }
 
 // one lane's word of each landed K / V stage, folded into acc
 __device__ __forceinline__ uint32_t touch(const char* stage, int lane)
