@@ -6,7 +6,7 @@
 # (default: the first four). smoke: the basic script, then smoke_test_fwd.sh (about 900 s in full with 16 jobs on
 # an H200: pass SMOKE_SHARD=1/2, then 2/2, to fit 600 s calls; SMOKE_LIMIT bounds it). paged: the split-KV smoke
 # section, the paged-attention tests with AITER's repro and stress, kvcache_check, tests/cpp/paged_check.cu (also
-# under compute-sanitizer); decode: scripts/decode_bench.py;
+# under compute-sanitizer), scripts/paged_bench.cu; decode: scripts/decode_bench.py;
 # bwd: a few validated benchmark_mha_bwd runs and the backward GPU tests; bwdsmoke: smoke_test_bwd.sh (SMOKE_SHARD
 # honoured); bwdperf: the backward grid against SDPA (BWD_HDIMS / BWD_SEQLENS narrow it). MHA_COMPILE_ARGS passes
 # compile.py options through build_mha.sh.
@@ -58,6 +58,10 @@ if has paged; then
   for t in memcheck racecheck; do
     compute-sanitizer --tool $t --error-exitcode 9 /tmp/paged_check > "$OUT/paged_check_$t.log" 2>&1; echo "$t rc=$?"
   done
+  # torch-free throughput of both implementations, each call timed by the library (scripts/paged_bench.cu)
+  nvcc -std=c++17 -O2 -Iinclude -Icsrc -gencode=arch=compute_90a,code=sm_90a -cudart static scripts/paged_bench.cu \
+    csrc/paged/paged_attention.cu csrc/api/error.cpp csrc/api/l2_flush.cu -o /tmp/paged_bench &&
+    timeout 120 /tmp/paged_bench | tee "$OUT/paged_bench.log"
 fi
 if has decode; then
   echo "== decode benchmark (ours vs PyTorch SDPA, same call)"

@@ -83,6 +83,20 @@ def test_v1_tiles_layouts_and_windows(head, block, heads, kv, partition, layout,
     assert max_err(out, ref) < TOL[dtype]
 
 
+# Grid-dependent launches: a large batch merges the caller's partitions (k of them per CTA, fewer partials in the
+# workspace), a small one splits each partition over a thread-block cluster (sm_90; ranks past a short context idle).
+@pytest.mark.parametrize("seqs,head,block,heads,kv,ctx,partition,layout,window,dtype", [
+    (48, 128, 16, 32, 8, 900, 128, "HND", 0, torch.bfloat16), (40, 64, 32, 16, 2, 2000, 64, "NHD", 700, torch.float16),
+    (1, 128, 16, 32, 8, 1000, 256, "HND", 0, torch.bfloat16), (2, 256, 16, 8, 1, 1500, 1024, "NHD", 0, torch.float16),
+    (3, 96, 8, 12, 3, 700, 512, "HND", 250, torch.bfloat16)])
+def test_v1_merged_and_clustered_partitions(seqs, head, block, heads, kv, ctx, partition, layout, window, dtype):
+    q, k5, v4, tables, lens = make_case(seqs * 31 + head, seqs, heads, kv, head, block, ctx, dtype)
+    alibi = (torch.rand(heads, device=DEV) * 0.1).float()
+    out = run_v1(q, k5, v4, tables, lens, ctx, head ** -0.5, layout, partition, alibi=alibi, window=window)
+    ref = reference(q, k5, v4, tables, lens, head ** -0.5, alibi=alibi, window=window)
+    assert max_err(out, ref) < TOL[dtype]
+
+
 def test_v1_empty_context_gives_zeros():
     q, k5, v4, tables, lens = make_case(3, 3, 4, 2, 64, 16, 300, torch.bfloat16)
     lens[1] = 0

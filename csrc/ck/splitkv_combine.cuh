@@ -12,6 +12,7 @@
 // split grid itself (merge_splits_in_grid below), with the same arithmetic (merge_lse / merge_weight).
 
 #include "../common/fwd_params.h"
+#include "../common/pdl.h"
 #include "stamps.cuh"
 
 #include <cmath>
@@ -29,22 +30,6 @@ inline int combine_threads(int hdim_v, int num_splits)
     auto up32 = [](int x) { return (x + 31) / 32 * 32; };
     const int want = up32(hdim_v > up32(hdim_v / 4 * num_splits) ? hdim_v : hdim_v / 4 * num_splits);
     return want < kCombineMaxThreads ? want : kCombineMaxThreads;
-}
-
-// Programmatic dependent launch (sm_90 and newer; no-ops before): the split kernel lets the combine grid launch,
-// and the combine kernel waits for the split grid's completion and memory before it reads a partial.
-__device__ __forceinline__ void grid_launch_dependents()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void grid_dependency_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
 }
 
 // The merged LSE of the splits from their largest LSE m and sum_s exp(LSE_s - m), with the sink logit when it is

@@ -12,6 +12,7 @@
 #include "../api/launch.h"
 #include "../common/mbarrier.h"
 #include "../common/mma_sync.h"
+#include "../common/pdl.h"
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -47,6 +48,7 @@ struct Params
     void* tmp_out;     // [seqs, heads, partitions, head_size] in the element type
     int num_heads, group, ratio, head_size, block_size, table_stride, partition_size, num_partitions;
     int max_ctx; // block_size x table_stride (capped below INT_MAX): context_lens are clamped to [0, max_ctx]
+    int token_end; // v1: the caller's partitions end here (tokens of a longer context past it are not read)
     int64_t q_seq, q_head, o_seq, o_head;
     int64_t k_block, k_head, k_chunk, k_token; // K element (block, kv head, dim 8c + e, token t): ... + e
     int64_t v_block, v_head, v_dim, v_token;   // V element (block, kv head, dim, token)
@@ -90,23 +92,32 @@ __device__ __forceinline__ float score_mod(float s, const Params& p, int head, i
 //   v1_ls floats, likewise); HND K chunk-major as in the cache, [Dp / 8][kV1Tile tokens][8]; HND V^T by v_unit
 //   (below: a block's 8-token chunks of one dim together, XOR-swizzled); NHD K and V [kV1Tile tokens][Dp] with the
 //   16-byte chunks of row t XORed with t % 8 (V through ldmatrix.trans).
-// Tokens past the context are zero-filled (V) and -inf (S); a sliding window skips whole tiles before it.
-// H100, 32 query / 8 KV heads, d128, block 16, bf16, partitions of 256, L2 swept (scripts/paged_bench.py, both kernels
-// of a call), GB/s of K + V, b=1 / 16 / 64 at 1k / 8k / 32k tokens: 227 / 1342 / 1869, 2019 / 2616 / 2767, 2405 / 2810
-// / 2838 (pa_fwd_asm in the same run: 378 / 1475 / 2147, 2259 / 2890 / 3002, 2599 / 3022 / 3068); the SIMT kernel it
-// replaced (scores in shared memory, a thread per head-dim column for P V, dependent scalar loads): 27 / 434 (32k),
-// 343 / 696 (32k), 550 / 734 (32k). What mattered, by ncu at b=64 8k: the copies' shared-memory side must mirror
-// the cache's 128-byte segments (each 8-lane phase of a 16-byte cp.async one 128-byte block of shared memory, in any
-// order inside it), else every lane is its own L2 request: 113 M requests of 1.2 sectors, the L2 92% busy at 2.2 TB/s
-// of DRAM, against 50 M after (2 sectors each; pa_fwd_asm 25 M of 4).
+// Tokens past the context are zero-filled (V) and -inf (S); a sliding window skips whole tiles before it. The Q rows
+// and the partition's block ids arrive together by cp.async (one round trip before the first K copy). The grid
+// adapts to its size: a large one merges the caller's partitions k at a time (v1_merge_partitions), a small one
+// splits each partition over a thread-block cluster merging through distributed shared memory (v1_cluster), and the
+// partition combine is a programmatic dependent launch (sm_90).
+// H100, 32 query / 8 KV heads, d128, block 16, bf16, partitions of 256, L2 swept, GB/s of K + V
+// (scripts/paged_bench.cu: each call timed by the library, CUDA events, mean of 20), b=1 / 16 / 64 at 1k / 8k / 32k:
+// 265 / 1375 / 2335, 1997 / 2828 / 2928, 2558 / 2935 / 3031 (pa_fwd_asm in the same run: 288 / 1284 / 2030, 2040 / 2863
+// / 3015, 2508 / 2998 / 3055); the first tensor-core version 186 / 1094 / 1755, 1771 / 2573 / 2756, 2217 / 2792 / 2834;
+// the SIMT kernel before it (scores in shared memory, a thread per head-dim column for P V, dependent scalar loads): 27
+// / 434 (32k), 343 / 696 (32k), 550 / 734 (32k). What mattered, by ncu at b=64 8k: the copies' shared-memory side must
+// mirror the cache's 128-byte segments (each 8-lane phase of a 16-byte cp.async one 128-byte block of shared memory, in
+// any order inside it), else every lane is its own L2 request: 113 M requests of 1.2 sectors, the L2 92% busy at 2.2
+// TB/s of DRAM, against 50 M after (2 sectors each; pa_fwd_asm 25 M of 4) - and the ring 128-byte aligned too (it sat
+// 64 bytes off after the logits rows, which split every phase in two: +3.6% at b=64 32k, +15% at b=1 8k).
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int kV1Tile = 32;                  // tokens per ring slot
 static_assert(kV1Tile == 32 && kV1Threads == 4 * kV1Tile && kV1Warps * 8 == kV1Tile,
               "a lane per token of a tile (HND K), four 8-token chunks, 8 tokens of S per warp");
 constexpr int kV1MaxSlots = 2 * ((kMaxPartition + kV1Tile - 1) / kV1Tile); // every K and V tile of a partition
-// shared memory header: one mbarrier per slot, then each head's softmax max and sum
-constexpr int kV1StatOffset = 8 * kV1MaxSlots, kV1BarBytes = kV1StatOffset + 2 * kMaxGroup * 4;
-static_assert(kV1BarBytes % 128 == 0, "Q starts 128-byte aligned");
+constexpr int kV1MaxCluster = 8; // CTAs splitting one partition (a portable cluster)
+// shared memory header: one mbarrier per slot and one for the Q rows and block ids, each head's softmax max and sum,
+// then (clusters) each rank's weight per head
+constexpr int kV1QBar = 8 * kV1MaxSlots, kV1StatOffset = kV1QBar + 8;
+constexpr int kV1WeightOffset = kV1StatOffset + 2 * kMaxGroup * 4;
+constexpr int kV1BarBytes = (kV1WeightOffset + kV1MaxCluster * kMaxGroup * 4 + 127) / 128 * 128;
 
 __host__ __device__ constexpr int v1_dp(int d) { return (d + 63) / 64 * 64; }
 // logits row stride in floats: every tile of a partition, == 4 mod 8 (rows of P in 16-bit elements then start an
@@ -122,14 +133,25 @@ __host__ __device__ constexpr int v1_table_bytes(int partition, int block)
 {
     return (partition / block + 31) / 32 * 128;
 }
+// the logits rows, rounded up to 128 bytes: the ring after them keeps every 128-byte segment of the cache in one
+// 128-byte block of shared memory (a ring 64 bytes off split each 8-lane copy phase into two L2 requests)
+__host__ __device__ constexpr int v1_logit_bytes(int group, int partition)
+{
+    return (group * v1_ls(partition) * 4 + 127) / 128 * 128;
+}
 __host__ __device__ constexpr int v1_fixed_bytes(int d, int group, int partition, int block)
 {
-    return kV1BarBytes + v1_table_bytes(partition, block) + v1_q_bytes(d) + group * v1_ls(partition) * 4;
+    return kV1BarBytes + v1_table_bytes(partition, block) + v1_q_bytes(d) + v1_logit_bytes(group, partition);
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
 template <typename T>
@@ -171,22 +193,117 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t a, uint32_t (&r)[4])
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 
-// kNT: 8-dim column tiles of O per warp, at most (4 up to head size 128, 8 up to 256)
+// The merge of a partition's cluster (csplit CTAs, this one `rank`): each CTA leaves its unnormalised O rows (fp32,
+// [16][Dp] at `o_off`, the ring's bytes: every slot has been consumed) and its max / sum per head (stat); every CTA
+// then weighs the ranks' rows (w_c = exp(m_c - M) / sum_c' l_c' exp(m_c' - M)) into its own stripe of the G x D
+// outputs, and rank 0 stores the partition's max and sum.
+template <typename T, int kNT>
+__device__ __forceinline__ void v1_cluster_merge(const Params& p, const float (&o)[kNT][4], unsigned char* smem_raw,
+                                                 uint32_t o_off, int part, int rank, int csplit, int seq, int head0,
+                                                 int mine)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    const int G = p.group, D = p.head_size, Dp = v1_dp(D);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
+    float* const ob = reinterpret_cast<float*>(smem_raw + o_off);
+    float* const stat = reinterpret_cast<float*>(smem_raw + kV1StatOffset);
+    float* const wt = reinterpret_cast<float*>(smem_raw + kV1WeightOffset); // [rank][16]
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+    {
+        const int r = g + 8 * h;
+        if (r < G)
+#pragma unroll
+            for (int jj = 0; jj < kNT; ++jj)
+                if (jj < mine)
+                    *reinterpret_cast<float2*>(ob + r * Dp + 8 * (warp + kV1Warps * jj) + 2 * q) =
+                        make_float2(o[jj][2 * h], o[jj][2 * h + 1]);
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    float M = -INFINITY, L = 0.f;
+    if (tid < G)
+    {
+        float mc[kV1MaxCluster], lc[kV1MaxCluster];
+#pragma unroll
+        for (int c = 0; c < kV1MaxCluster; ++c)
+            if (c < csplit)
+            {
+                const float* st = cluster.map_shared_rank(stat, c);
+                mc[c] = st[tid], lc[c] = st[kMaxGroup + tid];
+                M = fmaxf(M, mc[c]);
+            }
+#pragma unroll
+        for (int c = 0; c < kV1MaxCluster; ++c)
+            if (c < csplit)
+            {
+                mc[c] = M == -INFINITY ? 0.f : __expf(mc[c] - M); // (a rank with no tokens: sum 0)
+                L += lc[c] * mc[c];
+            }
+        const float inv = L > 0.f ? 1.f / L : 0.f;
+#pragma unroll
+        for (int c = 0; c < kV1MaxCluster; ++c)
+            if (c < csplit)
+                wt[c * kMaxGroup + tid] = mc[c] * inv;
+    }
+    __syncthreads();
+    const bool direct = p.num_partitions == 1;
+    for (int i = rank * kV1Threads + tid; i < G * D; i += csplit * kV1Threads)
+    {
+        const int r = i / D, d = i % D, head = head0 + r;
+        float oc[kV1MaxCluster];
+#pragma unroll
+        for (int c = 0; c < kV1MaxCluster; ++c)
+            if (c < csplit)
+                oc[c] = cluster.map_shared_rank(ob, c)[r * Dp + d];
+        float acc = 0.f;
+#pragma unroll
+        for (int c = 0; c < kV1MaxCluster; ++c)
+            if (c < csplit)
+                acc += wt[c * kMaxGroup + r] * oc[c];
+        const int64_t row = (int64_t(seq) * p.num_heads + head) * p.num_partitions + part;
+        T* dst = direct ? static_cast<T*>(p.out) + int64_t(seq) * p.o_seq + int64_t(head) * p.o_head
+                        : static_cast<T*>(p.tmp_out) + row * D;
+        dst[d] = T(acc);
+    }
+    if (!direct && rank == 0 && tid < G)
+    {
+        const int64_t i = (int64_t(seq) * p.num_heads + head0 + tid) * p.num_partitions + part;
+        p.max_logits[i] = M;
+        p.exp_sums[i]   = L;
+    }
+    cluster.sync(); // no CTA leaves while another may still read its shared memory
+#else
+    __trap(); // the host clusters only kernels compiled for sm_90 (v1_cluster): never reached
+#endif
+}
+
+// kNT: 8-dim column tiles of O per warp, at most (4 up to head size 128, 8 up to 256). `csplit` CTAs (one cluster,
+// consecutive in x) share a partition: each takes a contiguous share of its tiles, and they merge through
+// distributed shared memory (sm_90; the host passes 1 elsewhere).
 template <typename T, bool kNhd, int kNT>
-__global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant__ Params p, int slots)
+__global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant__ Params p, int slots, int csplit)
 {
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    const int part = blockIdx.x, hg = blockIdx.y, seq = blockIdx.z;
+    // the partition combine (a programmatic dependent launch on sm_90) may start: it waits for this grid to finish
+    grid_launch_dependents();
+    const int part = blockIdx.x / csplit, rank = blockIdx.x % csplit, hg = blockIdx.y, seq = blockIdx.z;
     const int G = p.group, D = p.head_size, P = p.partition_size, bs = p.block_size;
     const int Dp = v1_dp(D), Ls = v1_ls(P);
     const int head0 = hg * G, kvh = head0 / p.ratio;
     const int ctx   = context_len(p, seq);
-    const int start = part * P, end = min(start + P, ctx);
+    const int start = part * P, end = min(min(start + P, ctx), p.token_end);
     if (start >= ctx && !(ctx == 0 && part == 0))
-        return; // partitions past the context are never combined
+        return; // partitions past the context are never combined (every CTA of the cluster leaves here)
     const int lo = p.sliding_window > 0 ? max(0, ctx - p.sliding_window) : 0;
-    const int first = lo > start ? start + (lo - start) / kV1Tile * kV1Tile : start; // tiles before it: all masked
-    const int nt = end > first ? (end - first + kV1Tile - 1) / kV1Tile : 0;
+    int first = lo > start ? start + (lo - start) / kV1Tile * kV1Tile : start; // tiles before it: all masked
+    int nt = end > first ? (end - first + kV1Tile - 1) / kV1Tile : 0;
+    if (csplit > 1) // this rank's share of the tiles (none for the last ranks of a short partition)
+    {
+        const int per = (nt + csplit - 1) / csplit, t0 = min(nt, rank * per);
+        first += t0 * kV1Tile, nt = min(nt, t0 + per) - t0;
+    }
     const int off0 = first - start; // logits column of `first`
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
@@ -196,30 +313,33 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
     int* const tbl = reinterpret_cast<int*>(smem_raw + kV1BarBytes);       // block ids of the partition
     float* const logits = reinterpret_cast<float*>(smem_raw + lg_off);     // [G][Ls]
     float* const stat = reinterpret_cast<float*>(smem_raw + kV1StatOffset); // max [16], sum [16]
-    const uint32_t ring = lg_s + G * Ls * 4;
+    const uint32_t ring = lg_s + v1_logit_bytes(G, P);
     const int slot_bytes = v1_slot_bytes(D), qrow = (Dp + 8) * 2, krow = Dp * 2;
 
     if (tid == 0)
+    {
         for (int s = 0; s < slots; ++s)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bars + 8 * s), "r"(kV1Threads));
-    // Q rows of the group (zeros past the head size), 16 bytes at a time
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bars + kV1QBar), "r"(kV1Threads));
+    }
+    __syncthreads();
+    // Q rows of the group (zeros past the head size) and the partition's block ids, copied together (one round trip
+    // before the first K copy can be addressed)
     {
         const T* qg = static_cast<const T*>(p.q) + int64_t(seq) * p.q_seq + int64_t(head0) * p.q_head;
         for (int i = tid; i < G * (Dp / kX); i += kV1Threads)
         {
             const int r = i / (Dp / kX), c = i % (Dp / kX);
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (c * kX < D)
-                v = *reinterpret_cast<const uint4*>(qg + int64_t(r) * p.q_head + c * kX);
-            *reinterpret_cast<uint4*>(smem_raw + q_off + r * qrow + c * 16) = v;
+            const bool live = c * kX < D;
+            cp_async16_zfill(q_s + r * qrow + c * 16, live ? qg + int64_t(r) * p.q_head + c * kX : qg, live ? 16 : 0);
         }
-    }
-    {
         const int32_t* row = p.block_tables + int64_t(seq) * p.table_stride + start / bs;
+        const uint32_t tbl_s = base + kV1BarBytes;
         for (int i = tid; i < (end - start + bs - 1) / bs; i += kV1Threads)
-            tbl[i] = row[i];
+            cp_async4(tbl_s + 4 * i, row + i);
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bars + kV1QBar) : "memory");
+        mbar_wait(bars + kV1QBar, 0);
     }
-    __syncthreads();
 
     const T* kc = static_cast<const T*>(p.k) + int64_t(kvh) * p.k_head;
     const T* vc = static_cast<const T*>(p.v) + int64_t(kvh) * p.v_head;
@@ -437,6 +557,11 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
             issue();
     }
 
+    if (csplit > 1)
+    {
+        v1_cluster_merge<T, kNT>(p, o, smem_raw, ring - base, part, rank, csplit, seq, head0, mine);
+        return;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h)
     {
@@ -489,6 +614,7 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_c
     __shared__ float w_s[kV1Threads], red[kV1Warps];
     const int h = blockIdx.x, seq = blockIdx.y, D = p.head_size, tid = threadIdx.x;
     const int ctx = context_len(p, seq);
+    grid_dependency_wait(); // (launched as a programmatic dependent of the partition kernel on sm_90)
     const int parts = min((ctx + p.partition_size - 1) / p.partition_size, p.num_partitions);
     const int64_t base = (int64_t(seq) * p.num_heads + h) * p.num_partitions;
     const float* es = p.exp_sums + base;
@@ -899,6 +1025,7 @@ Params make_params(const aiter::paged_attention_args& a)
     p.v_dim   = a.nhd ? 1 : a.block_size;
     p.v_token = a.nhd ? tok_nhd : 1;
     p.scale = a.scale, p.softcap = a.logits_soft_cap, p.sliding_window = a.sliding_window;
+    p.token_end = INT_MAX;
     return p;
 }
 
@@ -994,33 +1121,161 @@ cudaError_t asm_launch(const Params& p, int seqs, int kv_heads, int splits, cuda
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
-// The generic kernel's ring: as many slots as fit the shared memory a CTA gets when the grid's CTAs share the SMs
-// (the whole partition in flight for a grid within the SMs; at least two slots), at most every tile of a partition.
+// The generic kernel's ring: as many slots as fit the shared memory a CTA gets when the grid's CTAs (csplit per
+// partition) share the SMs (the whole share of a partition in flight for a grid within the SMs; at least two slots).
 // "" or the CUDA error.
-std::string v1_ring(const Params& p, dim3 grid, int& slots, size_t& smem)
+std::string v1_ring(const Params& p, dim3 grid, int csplit, int& slots, size_t& smem)
 {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
         return cudaGetErrorString(cudaGetLastError());
-    const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
-    const int per_sm = int(std::min<int64_t>(4, std::max<int64_t>(1, (ctas + sms - 1) / sms)));
+    const int64_t ctas = int64_t(grid.x) * csplit * grid.y * grid.z;
+    // (a cluster's CTAs at no more than half an SM's shared memory each: at a whole SM each, clusters of 4 no longer
+    // all fit the GPCs at once, H100 b=1 4k with 1024-token partitions 466 GB/s against 808 in CTAs of 256)
+    const int per_sm = int(std::min<int64_t>(4, std::max<int64_t>(csplit > 1 ? 2 : 1, (ctas + sms - 1) / sms)));
     const int budget = std::min(227 * 1024, 228 * 1024 / per_sm - 1024);
-    const int fixed = v1_fixed_bytes(p.head_size, p.group, p.partition_size, p.block_size), slot = v1_slot_bytes(p.head_size);
-    const int most = 2 * ((p.partition_size + kV1Tile - 1) / kV1Tile);
+    const int fixed = v1_fixed_bytes(p.head_size, p.group, p.partition_size, p.block_size);
+    const int slot  = v1_slot_bytes(p.head_size);
+    const int tiles = (p.partition_size + kV1Tile - 1) / kV1Tile, most = 2 * ((tiles + csplit - 1) / csplit);
     slots = std::max(2, std::min(most, (budget - fixed) / slot));
     smem = size_t(fixed) + size_t(slots) * slot;
     return "";
 }
 
 template <typename T, bool kNhd>
-cudaError_t v1_launch(const Params& p, dim3 grid, int slots, size_t smem, cudaStream_t stream)
+auto v1_kernel(const Params& p)
 {
-    auto kernel = p.head_size <= 128 ? &pa_v1_kernel<T, kNhd, 4> : &pa_v1_kernel<T, kNhd, kMaxHead / kX / kV1Warps>;
+    return p.head_size <= 128 ? &pa_v1_kernel<T, kNhd, 4> : &pa_v1_kernel<T, kNhd, kMaxHead / kX / kV1Warps>;
+}
+
+// Whether a kernel runs code compiled for sm_90 or newer (its cluster merge and programmatic-launch controls exist
+// only there; a PTX of an older target JIT-compiled on an sm_90 GPU has neither)
+inline bool has_sm90_code(const void* kernel)
+{
+    cudaFuncAttributes fa{};
+    if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess)
+        return (void)cudaGetLastError(), false;
+    return fa.binaryVersion >= 90 && fa.ptxVersion >= 90;
+}
+
+inline cudaLaunchConfig_t v1_config(dim3 grid, int csplit, size_t smem, cudaStream_t stream, cudaLaunchAttribute& at)
+{
+    at = cudaLaunchAttribute{};
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = unsigned(csplit), at.val.clusterDim.y = at.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid.x * csplit, grid.y, grid.z), cfg.blockDim = dim3(kV1Threads);
+    cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+    cfg.attrs = &at, cfg.numAttrs = csplit > 1 ? 1 : 0;
+    return cfg;
+}
+
+// The caller's partitions merged k at a time (k a power of two, k x partition_size <= 1024) while the grid keeps at
+// least 3.5 CTAs per SM: fewer, longer CTAs (set-up and block ids amortised, fewer partials to combine, one partition
+// and no combine where k covers the context) where the grid has CTAs to spare. The workspace holds the merged
+// partials in the same layout (fewer of them). "" or the CUDA error.
+// H100, 32 query / 8 KV heads, d128, block 16, partitions of 256, GB/s with k = 1 / 2 / 4 (the k chosen marked *):
+// b=1 8k 1375* / 1076 / 1043, 32k 1907 / 2327* / 2190; b=16 1k 1970* / 1834 / 1400, 2k 2272 / 2385* / 2182, 8k 2712 /
+// 2783 / 2836*, 32k 2868 / 2934 / 2929*; b=64 1k 2346 / 2380 / 2528*, 4k 2849 / 2866 / 2916*, 32k 2939 / 2995 /
+// 3030* (pa_fwd_asm: 1278, 2020; 2040, 2410, 2860, 3017; 2520, 2918, 3055).
+std::string v1_merge_partitions(Params& p, int max_context_len, int num_seqs)
+{
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+        return cudaGetErrorString(cudaGetLastError());
+    auto ctas = [&](int partition) {
+        return (int64_t(max_context_len) + partition - 1) / partition * (p.num_heads / p.group) * num_seqs;
+    };
+    int k = 1;
+    while (p.partition_size * k * 2 <= kMaxPartition && ctas(p.partition_size * k * 2) * 2 >= int64_t(7) * sms)
+        k *= 2;
+    p.partition_size *= k;
+    p.num_partitions = int(std::max<int64_t>(1, (int64_t(max_context_len) + p.partition_size - 1) / p.partition_size));
+    return "";
+}
+
+// The largest cluster of generic-kernel CTAs (1, 2, 4 or 8) the current GPU runs with a whole SM's shared memory each,
+// once per device (a failed query is asked again next call); 1 before sm_90 or where the kernels were not compiled for
+// it. Every instance has the same launch bounds; the one with the most registers answers for all.
+int v1_max_cluster()
+{
+    constexpr int kDevices = 64;
+    static std::atomic<int> known[kDevices]; // max cluster + 1, 0: not yet known
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev))
+        return (void)cudaGetLastError(), 1;
+    if (dev < kDevices && known[dev].load(std::memory_order_relaxed) > 0)
+        return known[dev].load(std::memory_order_relaxed) - 1;
+    auto kernel = &pa_v1_kernel<__nv_bfloat16, false, kMaxHead / kX / kV1Warps>;
+    constexpr int kSmem = 227 * 1024;
+    int best = 1;
+    bool answered = true;
+    if (major >= 9 && has_sm90_code(reinterpret_cast<const void*>(kernel)))
+    {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess)
+            return (void)cudaGetLastError(), 1;
+        for (int c = 2; c <= kV1MaxCluster; c *= 2)
+        {
+            cudaLaunchAttribute at;
+            const cudaLaunchConfig_t cfg = v1_config(dim3(1, 1, 1), c, kSmem, nullptr, at);
+            int n = 0;
+            const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg);
+            if (e != cudaSuccess || n < 1)
+            {
+                answered = e == cudaSuccess || e == cudaErrorInvalidValue || e == cudaErrorInvalidClusterSize;
+                (void)cudaGetLastError();
+                break;
+            }
+            best = c;
+        }
+    }
+    if (answered && dev < kDevices)
+        known[dev].store(best + 1, std::memory_order_relaxed);
+    return best;
+}
+
+// CTAs per partition (a cluster, 1 / 2 / 4 / 8): doubled while the grid stays within the SMs and every CTA keeps at
+// least two of the partition's K tiles (max_context_len's), up to what v1_max_cluster allows. A grid that small is
+// bound by each CTA's round trips rather than by the DRAM (H100 measurements in the README's paged paragraph).
+int v1_cluster(const Params& p, dim3 grid, int max_context_len)
+{
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+        return (void)cudaGetLastError(), 1;
+    const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
+    const int tiles = (std::min(p.partition_size, std::max(1, max_context_len)) + kV1Tile - 1) / kV1Tile;
+    int c = 1;
+    if (ctas * 2 <= sms && tiles >= 4) // (the common case asks nothing of the driver)
+        for (const int most = v1_max_cluster(); c * 2 <= most && ctas * c * 2 <= sms && c * 2 * 2 <= tiles;)
+            c *= 2;
+    return c;
+}
+
+template <typename T, bool kNhd>
+cudaError_t v1_launch(const Params& p, dim3 grid, int csplit, int slots, size_t smem, cudaStream_t stream)
+{
+    auto kernel = v1_kernel<T, kNhd>(p);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess)
         return e;
-    kernel<<<grid, kV1Threads, smem, stream>>>(p, slots);
-    return cudaGetLastError();
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t cfg = v1_config(grid, csplit, smem, stream, at);
+    e = cudaLaunchKernelEx(&cfg, kernel, p, slots, csplit);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+// The partition combine, a programmatic dependent of the partition kernel where the GPU has them (sm_90 on)
+template <typename T>
+cudaError_t v1_reduce_launch(const Params& p, int num_heads, int num_seqs, bool dependent, cudaStream_t stream)
+{
+    cudaLaunchAttribute at{};
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(num_heads, num_seqs), cfg.blockDim = dim3(kV1Threads), cfg.stream = stream;
+    cfg.attrs = &at, cfg.numAttrs = dependent ? 1 : 0;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, &pa_v1_reduce_kernel<T>, p);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 } // namespace mha::paged
@@ -1064,6 +1319,9 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
     p.num_partitions = int(std::max<int64_t>(1, (a.max_context_len + a.partition_size - 1) / a.partition_size));
     if (p.num_partitions > 65535)
         return mha::fail(who + "max_context_len / partition_size must be <= 65535 partitions");
+    p.token_end = int(std::min<int64_t>(INT_MAX, int64_t(p.num_partitions) * p.partition_size));
+    if (std::string why = v1_merge_partitions(p, a.max_context_len, a.num_seqs); !why.empty())
+        return mha::fail("paged_attention_v1: " + why);
     if (p.num_partitions > 1)
     {
         const int64_t n = int64_t(a.num_seqs) * a.num_heads * p.num_partitions;
@@ -1074,26 +1332,30 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
     const char* name = a.data_type == "bf16" ? "pa_v1_bf16" : "pa_v1_fp16";
     mha_set_last_kernel_name(name);
     const dim3 grid(p.num_partitions, p.num_heads / p.group, a.num_seqs);
-    int slots = 0;
+    const bool bf16 = a.data_type == "bf16";
+    const int csplit = v1_cluster(p, grid, a.max_context_len);
+    int slots = 0, dev = 0, major = 0;
     size_t smem = 0;
-    if (std::string why = v1_ring(p, grid, slots, smem); !why.empty())
+    if (std::string why = v1_ring(p, grid, csplit, slots, smem); !why.empty())
         return mha::fail("paged_attention_v1: " + why);
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        return mha::fail("paged_attention_v1: " + std::string(cudaGetErrorString(cudaGetLastError())));
+    const bool dependent =
+        major >= 9 && has_sm90_code(bf16 ? reinterpret_cast<const void*>(&pa_v1_reduce_kernel<__nv_bfloat16>)
+                                         : reinterpret_cast<const void*>(&pa_v1_reduce_kernel<__half>));
     auto pass = [&]() -> cudaError_t {
         cudaError_t e;
-        if (a.data_type == "bf16")
-            e = a.nhd ? v1_launch<__nv_bfloat16, true>(p, grid, slots, smem, s.stream_id_)
-                      : v1_launch<__nv_bfloat16, false>(p, grid, slots, smem, s.stream_id_);
+        if (bf16)
+            e = a.nhd ? v1_launch<__nv_bfloat16, true>(p, grid, csplit, slots, smem, s.stream_id_)
+                      : v1_launch<__nv_bfloat16, false>(p, grid, csplit, slots, smem, s.stream_id_);
         else
-            e = a.nhd ? v1_launch<__half, true>(p, grid, slots, smem, s.stream_id_)
-                      : v1_launch<__half, false>(p, grid, slots, smem, s.stream_id_);
-        if (e != cudaSuccess || (e = cudaGetLastError()) != cudaSuccess || p.num_partitions == 1)
+            e = a.nhd ? v1_launch<__half, true>(p, grid, csplit, slots, smem, s.stream_id_)
+                      : v1_launch<__half, false>(p, grid, csplit, slots, smem, s.stream_id_);
+        if (e != cudaSuccess || p.num_partitions == 1)
             return e;
-        const dim3 rgrid(a.num_heads, a.num_seqs);
-        if (a.data_type == "bf16")
-            pa_v1_reduce_kernel<__nv_bfloat16><<<rgrid, kV1Threads, 0, s.stream_id_>>>(p);
-        else
-            pa_v1_reduce_kernel<__half><<<rgrid, kV1Threads, 0, s.stream_id_>>>(p);
-        return cudaGetLastError();
+        return bf16 ? v1_reduce_launch<__nv_bfloat16>(p, a.num_heads, a.num_seqs, dependent, s.stream_id_)
+                    : v1_reduce_launch<__half>(p, a.num_heads, a.num_seqs, dependent, s.stream_id_);
     };
     return mha::launch_and_time(s, name, pass);
 }

@@ -1,7 +1,9 @@
 // Torch-free GPU check of the two paged-attention implementations (include/mha_paged.h) against a float64 reference
 // on fresh random caches: both cache layouts, head sizes on and off the kernel's 64-dim padding, block sizes that are
 // and are not multiples of 16 / 32, GQA groups of 1, 3, 4 and 16, partitions through the workspace, ALiBi, soft-cap,
-// sliding windows, empty and clamped contexts, NaN-poisoned outputs. Small enough to run under compute-sanitizer.
+// sliding windows, empty and clamped contexts, partitions split over thread-block clusters and merged in large
+// grids, NaN-poisoned outputs.
+// Small enough to run under compute-sanitizer.
 // Build (any machine with nvcc; runs on an sm_90 GPU):
 //   nvcc -std=c++17 -O2 -Iinclude -Icsrc -gencode=arch=compute_90a,code=sm_90a -cudart static \
 //        tests/cpp/paged_check.cu csrc/paged/paged_attention.cu csrc/api/error.cpp csrc/api/l2_flush.cu -o paged_check
@@ -218,6 +220,13 @@ int main()
         {"nhd d120 b12 gqa3 window", true, true, false, 3, 6, 2, 120, 12, 400, 36, 100, 0.f, false},
         {"nhd d64 b16 gqa1 alibi fp16", false, true, false, 3, 8, 8, 64, 16, 260, 64, 0, 0.f, true},
         {"nhd d128 b5 gqa16 one partition", true, true, false, 2, 16, 1, 128, 5, 120, 120, 0, 30.f, false},
+        // small grids: a partition split over a cluster of 8 / 4 / 2 CTAs (ranks past a short context have no tiles)
+        {"hnd d128 b16 gqa4 clusters of 8", true, false, true, 3, 8, 2, 128, 16, 1000, 512, 0, 0.f, false},
+        {"hnd d256 b16 gqa4 clusters window", false, false, false, 3, 8, 2, 256, 16, 1000, 512, 300, 0.f, true},
+        {"nhd d64 b32 gqa16 clusters of 4", false, true, false, 2, 16, 1, 64, 32, 900, 256, 200, 0.f, true},
+        {"nhd d72 b8 gqa2 one partition 2", true, true, false, 1, 4, 2, 72, 8, 130, 256, 0, 10.f, false},
+        // a large grid: the caller's partitions of 128 merged four at a time
+        {"hnd d128 b16 gqa4 merged partitions", true, false, true, 40, 32, 8, 128, 16, 600, 128, 0, 0.f, false},
     };
     bool ok = true;
     for (const Case& c : cases)
