@@ -1,14 +1,15 @@
 // Torch-free throughput of the two paged-attention decode implementations (include/mha_paged.h): paged_attention_v1
-// (the generic kernel, partitions through the workspace) and pa_fwd_asm (the tuned one) on vLLM's HND block-16
-// caches, one query per sequence, 32 query / 8 KV heads, d=128, bf16, every sequence at the full length, blocks
-// shuffled over the pool. Each call is timed by the library itself (stream_config with time_kernel_ and
-// flush_cache_: the L2 swept by a read before every call, CUDA events around the call, the mean of 20 after 3 cold
-// ones), so the partition combine's launch and its overlap with the partition kernel count. GB/s of K + V read.
-// scripts/paged_bench.py measures the same shapes through the Python binding under torch.profiler.
+// (the generic kernel, partitions through the workspace) and pa_fwd_asm (the tuned one; HND only) on vLLM's block-16
+// caches (HND, or NHD for paged_attention_v1 alone), one query per sequence, 32 query / 8 KV heads, d=128, bf16,
+// every sequence at the full length, blocks shuffled over the pool. Each call is timed by the library itself
+// (stream_config with time_kernel_ and flush_cache_: the L2 swept by a read before every call, CUDA events around the
+// call, the mean of 20 after 3 cold ones), so the partition combine's launch and its overlap with the partition
+// kernel count. GB/s of K + V read. scripts/paged_bench.py measures the same shapes through the Python binding under
+// torch.profiler.
 // Build (any machine with nvcc; runs on an sm_90 GPU):
 //   nvcc -std=c++17 -O2 -Iinclude -Icsrc -gencode=arch=compute_90a,code=sm_90a -cudart static \
 //        scripts/paged_bench.cu csrc/paged/paged_attention.cu csrc/api/error.cpp csrc/api/l2_flush.cu -o paged_bench
-// Usage: paged_bench [partition_size (256)] [batches (1,16,64)] [lengths (1024,2048,4096,8192,32768)]
+// Usage: paged_bench [partition_size (256)] [batches (1,16,64)] [lengths (1024,2048,4096,8192,32768)] [HND|NHD]
 #include "mha_paged.h"
 
 #include <cuda_runtime.h>
@@ -60,8 +61,10 @@ int main(int argc, char** argv)
     const int P = argc > 1 ? std::atoi(argv[1]) : 256;
     const std::vector<int> batches = ints(argc > 2 ? argv[2] : "1,16,64");
     const std::vector<int> lengths = ints(argc > 3 ? argv[3] : "1024,2048,4096,8192,32768");
+    const bool nhd = argc > 4 && std::string(argv[4]) == "NHD";
     std::mt19937 rng(1);
-    std::printf("# 32 q / 8 KV heads, d128, bf16, HND block 16, v1 partitions of %d; L2 swept, mean of 20 calls\n", P);
+    std::printf("# 32 q / 8 KV heads, d128, bf16, %s block 16, v1 partitions of %d; L2 swept, mean of 20 calls\n",
+                nhd ? "NHD" : "HND", P);
     std::printf("%3s %6s %9s %9s %9s %9s\n", "b", "L", "v1 us", "v1 GB/s", "asm us", "asm GB/s");
     for (int b : batches)
         for (int L : lengths)
@@ -93,7 +96,8 @@ int main(int argc, char** argv)
             a.block_tables_stride = per, a.max_context_len = L, a.partition_size = P;
             a.q_stride_seq = a.o_stride_seq = int64_t(hq) * D, a.q_stride_head = a.o_stride_head = D;
             a.k_stride_block = a.v_stride_block = int64_t(hk) * bs * D;
-            a.k_stride_head = a.v_stride_head = int64_t(bs) * D;
+            a.k_stride_head = a.v_stride_head = nhd ? D : int64_t(bs) * D; // NHD: [blocks, 16 tokens, 8 heads, d]
+            a.nhd = nhd;
             a.scale = 1.f / std::sqrt(float(D));
             const int64_t wsb = aiter::paged_attention_workspace_bytes(b, hq, D, L, P, 2);
             CHECK(cudaMalloc(&ws, size_t(std::max<int64_t>(wsb, 16))));
@@ -104,12 +108,12 @@ int main(int argc, char** argv)
             if (t1 < 0)
                 return std::printf("paged_attention_v1: %s\n", aiter::mha_get_last_error()), 2;
             a.workspace = nullptr, a.workspace_bytes = 0;
-            const float t2 = aiter::pa_fwd_asm(a, s);
+            const float t2 = nhd ? 0.f : aiter::pa_fwd_asm(a, s);
             if (t2 < 0)
                 return std::printf("pa_fwd_asm: %s\n", aiter::mha_get_last_error()), 2;
             const double bytes = 2.0 * kv * 2;
             std::printf("%3d %6d %9.2f %9.0f %9.2f %9.0f\n", b, L, t1 * 1e3, bytes / (t1 * 1e-3) / 1e9, t2 * 1e3,
-                        bytes / (t2 * 1e-3) / 1e9);
+                        t2 > 0 ? bytes / (t2 * 1e-3) / 1e9 : 0.0);
             std::fflush(stdout);
             for (void* x : {(void*)k, (void*)v, (void*)q, (void*)o, (void*)tab, (void*)len, ws})
                 CHECK(cudaFree(x));

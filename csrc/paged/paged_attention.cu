@@ -1170,14 +1170,20 @@ inline cudaLaunchConfig_t v1_config(dim3 grid, int csplit, size_t smem, cudaStre
     return cfg;
 }
 
+int v1_max_cluster();
+
 // The caller's partitions merged k at a time (k a power of two, k x partition_size <= 1024) while the grid keeps at
 // least 3.5 CTAs per SM: fewer, longer CTAs (set-up and block ids amortised, fewer partials to combine, one partition
-// and no combine where k covers the context) where the grid has CTAs to spare. The workspace holds the merged
+// and no combine where k covers the context) where the grid has CTAs to spare; and a small grid (within half the SMs,
+// clusters available) whose contexts fit 1024 tokens takes them as one partition. The workspace holds the merged
 // partials in the same layout (fewer of them). "" or the CUDA error.
 // H100, 32 query / 8 KV heads, d128, block 16, partitions of 256, GB/s with k = 1 / 2 / 4 (the k chosen marked *):
 // b=1 8k 1375* / 1076 / 1043, 32k 1907 / 2327* / 2190; b=16 1k 1970* / 1834 / 1400, 2k 2272 / 2385* / 2182, 8k 2712 /
 // 2783 / 2836*, 32k 2868 / 2934 / 2929*; b=64 1k 2346 / 2380 / 2528*, 4k 2849 / 2866 / 2916*, 32k 2939 / 2995 /
-// 3030* (pa_fwd_asm: 1278, 2020; 2040, 2410, 2860, 3017; 2520, 2918, 3055).
+// 3030* (pa_fwd_asm: 1278, 2020; 2040, 2410, 2860, 3017; 2520, 2918, 3055). One partition for small grids, before ->
+// after: b=1 512 / 768 / 1k 146 / 215 / 277 -> 178-180 / 239-243 / 294-297, b=2 512 / 768 / 1k 287 / 373 / 482 ->
+// 337-341 / 453-459 / 548-554, b=4 512 474 -> 559-566 (pa_fwd_asm 140 / 198 / 284, 269 / 382 / 481, 430); NHD,
+// partitions of 128: b=1 512 133 -> 170, 1k 280 -> 272, b=2 512 275 -> 322, 1k 497 -> 511.
 std::string v1_merge_partitions(Params& p, int max_context_len, int num_seqs)
 {
     int dev = 0, sms = 0;
@@ -1189,6 +1195,12 @@ std::string v1_merge_partitions(Params& p, int max_context_len, int num_seqs)
     int k = 1;
     while (p.partition_size * k * 2 <= kMaxPartition && ctas(p.partition_size * k * 2) * 2 >= int64_t(7) * sms)
         k *= 2;
+    // a grid within half the SMs whose contexts fit one partition of up to 1024 tokens: that one partition, split
+    // over a cluster instead, and no combine
+    const int whole = (max_context_len + p.partition_size - 1) / p.partition_size; // partitions of the context
+    if (k == 1 && whole > 1 && whole * p.partition_size <= kMaxPartition && ctas(p.partition_size) * 2 <= sms &&
+        v1_max_cluster() > 1)
+        k = whole;
     p.partition_size *= k;
     p.num_partitions = int(std::max<int64_t>(1, (int64_t(max_context_len) + p.partition_size - 1) / p.partition_size));
     return "";

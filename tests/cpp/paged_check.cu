@@ -220,11 +220,13 @@ int main()
         {"nhd d120 b12 gqa3 window", true, true, false, 3, 6, 2, 120, 12, 400, 36, 100, 0.f, false},
         {"nhd d64 b16 gqa1 alibi fp16", false, true, false, 3, 8, 8, 64, 16, 260, 64, 0, 0.f, true},
         {"nhd d128 b5 gqa16 one partition", true, true, false, 2, 16, 1, 128, 5, 120, 120, 0, 30.f, false},
-        // small grids: a partition split over a cluster of 8 / 4 / 2 CTAs (ranks past a short context have no tiles)
-        {"hnd d128 b16 gqa4 clusters of 8", true, false, true, 3, 8, 2, 128, 16, 1000, 512, 0, 0.f, false},
+        // small grids: the context as one partition (up to 1024 tokens) or the caller's partitions, each split over a
+        // cluster of 8 / 4 / 2 CTAs (ranks past a short context have no tiles)
+        {"hnd d128 b16 gqa4 one-partition cluster", true, false, true, 3, 8, 2, 128, 16, 1000, 512, 0, 0.f, false},
         {"hnd d256 b16 gqa4 clusters window", false, false, false, 3, 8, 2, 256, 16, 1000, 512, 300, 0.f, true},
-        {"nhd d64 b32 gqa16 clusters of 4", false, true, false, 2, 16, 1, 64, 32, 900, 256, 200, 0.f, true},
+        {"nhd d64 b32 gqa16 cluster window", false, true, false, 2, 16, 1, 64, 32, 900, 256, 200, 0.f, true},
         {"nhd d72 b8 gqa2 one partition 2", true, true, false, 1, 4, 2, 72, 8, 130, 256, 0, 10.f, false},
+        {"hnd d128 b16 gqa4 clusters + combine", true, false, true, 2, 8, 2, 128, 16, 2000, 256, 0, 0.f, false},
         // a large grid: the caller's partitions of 128 merged four at a time
         {"hnd d128 b16 gqa4 merged partitions", true, false, true, 40, 32, 8, 128, 16, 600, 128, 0, 0.f, false},
     };
