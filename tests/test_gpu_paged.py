@@ -117,6 +117,18 @@ def test_v1_context_lens_clamp_to_the_table(layout):
     assert max_err(out, ref) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("seqs", [1, 64])
+def test_v1_context_past_max_context_len_reads_its_partitions(seqs):
+    # a context longer than max_context_len (a caller error the kernel cannot see) reads the tokens of the caller's
+    # partitions only (2 x 256 here), as before the launch merged partitions (64 sequences) or took the context as
+    # one partition over a cluster (1 sequence)
+    q, k5, v4, tables, lens = make_case(11 + seqs, seqs, 32, 8, 128, 16, 1024, torch.bfloat16)
+    lens[0] = 900
+    out = run_v1(q, k5, v4, tables, lens, 500, 128 ** -0.5)
+    ref = reference(q, k5, v4, tables, lens.clamp(0, 512), 128 ** -0.5)
+    assert max_err(out, ref) < TOL[torch.bfloat16]
+
+
 def test_v1_rejects_small_workspace_and_bad_shapes():
     q, k5, v4, tables, lens = make_case(4, 2, 8, 2, 128, 16, 600, torch.bfloat16)
     need = workspace_bytes(2, 8, 128, 600, 256)

@@ -1042,6 +1042,31 @@ cudaError_t asm_attributes()
     return e;
 }
 
+// The largest cluster size in 2, 4, ..., most (1 when none) of which the current GPU runs at least one cluster of
+// `kernel` launched as config(c). `answered` turns false when a query failed for a reason that may be transient (a
+// size the GPU refuses, too large a cluster, is an answer): the caller then keeps the result for this call only.
+template <typename Kernel, typename Config>
+int probe_clusters(Kernel kernel, int most, Config config, bool& answered)
+{
+    int best = 1;
+    answered = true;
+    for (int c = 2; c <= most; c *= 2)
+    {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = config(c, at);
+        int n = 0;
+        const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg);
+        if (e != cudaSuccess || n < 1)
+        {
+            answered = e == cudaSuccess || e == cudaErrorInvalidValue || e == cudaErrorInvalidClusterSize;
+            (void)cudaGetLastError();
+            break;
+        }
+        best = c;
+    }
+    return best;
+}
+
 // The largest cluster of the asm kernel's CTAs the current GPU runs (1, 2, 4, 8 or 16), once per device and element
 // type (a failed query is asked again next call); 1 where the kernel was not compiled for sm_90 (PTX and SASS: its
 // cluster merge exists only there); 0 on a CUDA error (left for the caller).
@@ -1062,22 +1087,9 @@ int asm_max_cluster()
     int best = 1;
     bool answered = true;
     if (fa.binaryVersion >= 90 && fa.ptxVersion >= 90)
-        for (int c = 2; c <= kAsmMaxCluster; c *= 2)
-        {
-            cudaLaunchAttribute at;
-            const cudaLaunchConfig_t cfg = asm_config(dim3(c, 1, 1), c, at);
-            int n = 0;
-            const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg);
-            if (e != cudaSuccess || n < 1)
-            {
-                // a size the GPU refuses (too large a cluster: invalid value / cluster size) is an answer; anything
-                // else may be transient, so this call takes what it has and the next one asks again
-                answered = e == cudaSuccess || e == cudaErrorInvalidValue || e == cudaErrorInvalidClusterSize;
-                (void)cudaGetLastError();
-                break;
-            }
-            best = c;
-        }
+        best = probe_clusters(kernel, kAsmMaxCluster, [](int c, cudaLaunchAttribute& at) {
+            return asm_config(dim3(c, 1, 1), c, at);
+        }, answered);
     if (answered && dev < kDevices)
         known[dev].store(best + 1, std::memory_order_relaxed);
     return best;
@@ -1132,6 +1144,8 @@ std::string v1_ring(const Params& p, dim3 grid, int csplit, int& slots, size_t& 
     const int64_t ctas = int64_t(grid.x) * csplit * grid.y * grid.z;
     // (a cluster's CTAs at no more than half an SM's shared memory each: at a whole SM each, clusters of 4 no longer
     // all fit the GPCs at once, H100 b=1 4k with 1024-token partitions 466 GB/s against 808 in CTAs of 256)
+    // (at most 4 CTAs' share: capped at 3 / 2, the ring's extra slots did not make up for the resident CTAs lost,
+    // H100 b=16 1k 2025 -> 1570 / 1728 GB/s, b=1 32k 2365 -> 1759 / 1935, b=64 32k 3033 -> 3021 / 2700)
     const int per_sm = int(std::min<int64_t>(4, std::max<int64_t>(csplit > 1 ? 2 : 1, (ctas + sms - 1) / sms)));
     const int budget = std::min(227 * 1024, 228 * 1024 / per_sm - 1024);
     const int fixed = v1_fixed_bytes(p.head_size, p.group, p.partition_size, p.block_size);
@@ -1226,20 +1240,9 @@ int v1_max_cluster()
     {
         if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess)
             return (void)cudaGetLastError(), 1;
-        for (int c = 2; c <= kV1MaxCluster; c *= 2)
-        {
-            cudaLaunchAttribute at;
-            const cudaLaunchConfig_t cfg = v1_config(dim3(1, 1, 1), c, kSmem, nullptr, at);
-            int n = 0;
-            const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg);
-            if (e != cudaSuccess || n < 1)
-            {
-                answered = e == cudaSuccess || e == cudaErrorInvalidValue || e == cudaErrorInvalidClusterSize;
-                (void)cudaGetLastError();
-                break;
-            }
-            best = c;
-        }
+        best = probe_clusters(kernel, kV1MaxCluster, [](int c, cudaLaunchAttribute& at) {
+            return v1_config(dim3(1, 1, 1), c, kSmem, nullptr, at);
+        }, answered);
     }
     if (answered && dev < kDevices)
         known[dev].store(best + 1, std::memory_order_relaxed);
