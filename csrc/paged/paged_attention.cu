@@ -1118,6 +1118,16 @@ std::string asm_splits(const Params& p, int seqs, int kv_heads, int max_context_
     while (splits * 2 <= max_cluster && pairs * splits * 2 * 2 <= sms &&
            int64_t(splits) * 2 * 2 * kAsmWarps <= blocks)
         splits *= 2;
+    // long contexts take one more doubling, up to a CTA per SM, while every warp keeps 32 blocks and the cluster
+    // stays portable (8). H100, scripts/paged_bench.cu, GB/s before -> after (two passes): b=3 8k / 32k 1445-1456 /
+    // 1743-1750 -> 2070-2082 / 2711-2712, b=6 4k / 32k 1595-1606 / 1818-1831 -> 2012-2016 / 2839-2847, b=8 8k / 32k
+    // 2256-2271 / 2416-2434 -> 2557-2561 / 2906-2917, b=2 / 4 32k 2187-2207 / 2350-2351 -> 2355-2360 / 2465-2479; b=1
+    // / 16 and the shorter contexts unchanged. The same doubling at shorter contexts lost 1-11% (b=2 1k / 4k / 8k 491
+    // / 1232 / 1645 -> 436 / 1188 / 1628), clusters of 16 at b=1 7-15% (8k / 32k 1259 / 2003 -> 1091 / 1861), and a
+    // CTA forced onto each SM (116 KB of shared memory) 10-30%.
+    if (splits * 2 <= std::min(max_cluster, 8) && pairs * splits * 2 <= sms &&
+        int64_t(splits) * 2 * kAsmWarps * 32 <= blocks)
+        splits *= 2;
     return "";
 }
 
