@@ -44,7 +44,9 @@ struct paged_attention_args
     int64_t workspace_bytes;
     int num_seqs, num_heads, num_kv_heads, head_size, block_size, block_tables_stride; // num_seqs, num_heads <= 65535
     int max_context_len;
-    int partition_size;            // paged_attention_v1: tokens per partition, a multiple of block_size, <= 1024
+    int partition_size;            // paged_attention_v1: tokens per partition, a multiple of block_size, <= 1024;
+                                   // it sizes the workspace, and the launch may merge partitions (up to 1024 tokens)
+                                   // or split one over a cluster: the workspace's contents are not an interface
     int64_t q_stride_seq, q_stride_head, o_stride_seq, o_stride_head;
     int64_t k_stride_block, k_stride_head, v_stride_block, v_stride_head;
     float scale;                   // softmax scale applied to q.k

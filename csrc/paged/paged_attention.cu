@@ -99,8 +99,8 @@ __device__ __forceinline__ float score_mod(float s, const Params& p, int head, i
 // partition combine is a programmatic dependent launch (sm_90).
 // H100, 32 query / 8 KV heads, d128, block 16, bf16, partitions of 256, L2 swept, GB/s of K + V
 // (scripts/paged_bench.cu: each call timed by the library, CUDA events, mean of 20), b=1 / 16 / 64 at 1k / 8k / 32k:
-// 265 / 1375 / 2335, 1997 / 2828 / 2928, 2558 / 2935 / 3031 (pa_fwd_asm in the same run: 288 / 1284 / 2030, 2040 / 2863
-// / 3015, 2508 / 2998 / 3055); the first tensor-core version 186 / 1094 / 1755, 1771 / 2573 / 2756, 2217 / 2792 / 2834;
+// 294 / 1383 / 2352, 1987 / 2843 / 2930, 2535 / 2938 / 3030 (pa_fwd_asm in the same run: 287 / 1272 / 2029, 1978 / 2860
+// / 3021, 2523 / 2998 / 3053); the first tensor-core version 186 / 1094 / 1755, 1771 / 2573 / 2756, 2217 / 2792 / 2834;
 // the SIMT kernel before it (scores in shared memory, a thread per head-dim column for P V, dependent scalar loads): 27
 // / 434 (32k), 343 / 696 (32k), 550 / 734 (32k). What mattered, by ncu at b=64 8k: the copies' shared-memory side must
 // mirror the cache's 128-byte segments (each 8-lane phase of a 16-byte cp.async one 128-byte block of shared memory, in
@@ -1221,10 +1221,10 @@ std::string v1_merge_partitions(Params& p, int max_context_len, int num_seqs)
         k *= 2;
     // a grid within half the SMs whose contexts fit one partition of up to 1024 tokens: that one partition, split
     // over a cluster instead, and no combine
-    const int whole = (max_context_len + p.partition_size - 1) / p.partition_size; // partitions of the context
+    const int64_t whole = (int64_t(max_context_len) + p.partition_size - 1) / p.partition_size; // of the context
     if (k == 1 && whole > 1 && whole * p.partition_size <= kMaxPartition && ctas(p.partition_size) * 2 <= sms &&
         v1_max_cluster() > 1)
-        k = whole;
+        k = int(whole);
     p.partition_size *= k;
     p.num_partitions = int(std::max<int64_t>(1, (int64_t(max_context_len) + p.partition_size - 1) / p.partition_size));
     return "";
@@ -1341,9 +1341,10 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
                          str(a.workspace == nullptr ? 0 : a.workspace_bytes));
     Params p = make_params(a);
     p.partition_size = a.partition_size;
-    p.num_partitions = int(std::max<int64_t>(1, (a.max_context_len + a.partition_size - 1) / a.partition_size));
-    if (p.num_partitions > 65535)
+    const int64_t parts = std::max<int64_t>(1, (int64_t(a.max_context_len) + a.partition_size - 1) / a.partition_size);
+    if (parts > 65535)
         return mha::fail(who + "max_context_len / partition_size must be <= 65535 partitions");
+    p.num_partitions = int(parts);
     p.token_end = int(std::min<int64_t>(INT_MAX, int64_t(p.num_partitions) * p.partition_size));
     if (std::string why = v1_merge_partitions(p, a.max_context_len, a.num_seqs); !why.empty())
         return mha::fail("paged_attention_v1: " + why);
