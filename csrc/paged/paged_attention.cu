@@ -1144,13 +1144,10 @@ cudaError_t asm_launch(const Params& p, int seqs, int kv_heads, int splits, cuda
 }
 
 // The generic kernel's ring: as many slots as fit the shared memory a CTA gets when the grid's CTAs (csplit per
-// partition) share the SMs (the whole share of a partition in flight for a grid within the SMs; at least two slots).
-// "" or the CUDA error.
-std::string v1_ring(const Params& p, dim3 grid, int csplit, int& slots, size_t& smem)
+// partition) share the `sms` SMs (the whole share of a partition in flight for a grid within the SMs; at least two
+// slots).
+void v1_ring(const Params& p, dim3 grid, int csplit, int sms, int& slots, size_t& smem)
 {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-        return cudaGetErrorString(cudaGetLastError());
     const int64_t ctas = int64_t(grid.x) * csplit * grid.y * grid.z;
     // (a cluster's CTAs at no more than half an SM's shared memory each: at a whole SM each, clusters of 4 no longer
     // all fit the GPCs at once, H100 b=1 4k with 1024-token partitions 466 GB/s against 808 in CTAs of 256)
@@ -1163,7 +1160,6 @@ std::string v1_ring(const Params& p, dim3 grid, int csplit, int& slots, size_t& 
     const int tiles = (p.partition_size + kV1Tile - 1) / kV1Tile, most = 2 * ((tiles + csplit - 1) / csplit);
     slots = std::max(2, std::min(most, (budget - fixed) / slot));
     smem = size_t(fixed) + size_t(slots) * slot;
-    return "";
 }
 
 template <typename T, bool kNhd>
@@ -1194,13 +1190,50 @@ inline cudaLaunchConfig_t v1_config(dim3 grid, int csplit, size_t smem, cudaStre
     return cfg;
 }
 
-int v1_max_cluster();
+// What the generic kernel's launch needs of the current GPU: its SMs, and (once per device: a failed query is asked
+// again next call) whether the kernels run sm_90 code (the cluster merge and the programmatic launch of the combine
+// exist only there) and the largest cluster of them it runs with a whole SM's shared memory each (1, 2, 4 or 8).
+// Every instance has the same launch bounds; the one with the most registers answers for all.
+struct V1Device
+{
+    int sms = 0, max_cluster = 1;
+    bool sm90 = false;
+};
+
+// "" or the CUDA error
+std::string v1_device(V1Device& d)
+{
+    constexpr int kDevices = 64;
+    static std::atomic<int> known[kDevices]; // 1 + max cluster + 16 x sm90, 0: not yet known
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev))
+        return cudaGetErrorString(cudaGetLastError());
+    if (const int k = dev < kDevices ? known[dev].load(std::memory_order_relaxed) : 0; k > 0)
+        return d.max_cluster = (k - 1) % 16, d.sm90 = (k - 1) / 16 != 0, "";
+    auto kernel = &pa_v1_kernel<__nv_bfloat16, false, kMaxHead / kX / kV1Warps>;
+    constexpr int kSmem = 227 * 1024;
+    d.max_cluster = 1;
+    d.sm90 = major >= 9 && has_sm90_code(reinterpret_cast<const void*>(kernel));
+    bool answered = true;
+    if (d.sm90)
+    {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess)
+            return cudaGetErrorString(cudaGetLastError());
+        d.max_cluster = probe_clusters(kernel, kV1MaxCluster, [](int c, cudaLaunchAttribute& at) {
+            return v1_config(dim3(1, 1, 1), c, kSmem, nullptr, at);
+        }, answered);
+    }
+    if (answered && dev < kDevices)
+        known[dev].store(1 + d.max_cluster + 16 * int(d.sm90), std::memory_order_relaxed);
+    return "";
+}
 
 // The caller's partitions merged k at a time (k a power of two, k x partition_size <= 1024) while the grid keeps at
 // least 3.5 CTAs per SM: fewer, longer CTAs (set-up and block ids amortised, fewer partials to combine, one partition
 // and no combine where k covers the context) where the grid has CTAs to spare; and a small grid (within half the SMs,
 // clusters available) whose contexts fit 1024 tokens takes them as one partition. The workspace holds the merged
-// partials in the same layout (fewer of them). "" or the CUDA error.
+// partials in the same layout (fewer of them).
 // H100, 32 query / 8 KV heads, d128, block 16, partitions of 256, GB/s with k = 1 / 2 / 4 (the k chosen marked *):
 // b=1 8k 1375* / 1076 / 1043, 32k 1907 / 2327* / 2190; b=16 1k 1970* / 1834 / 1400, 2k 2272 / 2385* / 2182, 8k 2712 /
 // 2783 / 2836*, 32k 2868 / 2934 / 2929*; b=64 1k 2346 / 2380 / 2528*, 4k 2849 / 2866 / 2916*, 32k 2939 / 2995 /
@@ -1208,11 +1241,9 @@ int v1_max_cluster();
 // after: b=1 512 / 768 / 1k 146 / 215 / 277 -> 178-180 / 239-243 / 294-297, b=2 512 / 768 / 1k 287 / 373 / 482 ->
 // 337-341 / 453-459 / 548-554, b=4 512 474 -> 559-566 (pa_fwd_asm 140 / 198 / 284, 269 / 382 / 481, 430); NHD,
 // partitions of 128: b=1 512 133 -> 170, 1k 280 -> 272, b=2 512 275 -> 322, 1k 497 -> 511.
-std::string v1_merge_partitions(Params& p, int max_context_len, int num_seqs)
+void v1_merge_partitions(Params& p, int max_context_len, int num_seqs, const V1Device& d)
 {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-        return cudaGetErrorString(cudaGetLastError());
+    const int sms = d.sms;
     auto ctas = [&](int partition) {
         return (int64_t(max_context_len) + partition - 1) / partition * (p.num_heads / p.group) * num_seqs;
     };
@@ -1223,56 +1254,22 @@ std::string v1_merge_partitions(Params& p, int max_context_len, int num_seqs)
     // over a cluster instead, and no combine
     const int64_t whole = (int64_t(max_context_len) + p.partition_size - 1) / p.partition_size; // of the context
     if (k == 1 && whole > 1 && whole * p.partition_size <= kMaxPartition && ctas(p.partition_size) * 2 <= sms &&
-        v1_max_cluster() > 1)
+        d.max_cluster > 1)
         k = int(whole);
     p.partition_size *= k;
     p.num_partitions = int(std::max<int64_t>(1, (int64_t(max_context_len) + p.partition_size - 1) / p.partition_size));
-    return "";
-}
-
-// The largest cluster of generic-kernel CTAs (1, 2, 4 or 8) the current GPU runs with a whole SM's shared memory each,
-// once per device (a failed query is asked again next call); 1 before sm_90 or where the kernels were not compiled for
-// it. Every instance has the same launch bounds; the one with the most registers answers for all.
-int v1_max_cluster()
-{
-    constexpr int kDevices = 64;
-    static std::atomic<int> known[kDevices]; // max cluster + 1, 0: not yet known
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev))
-        return (void)cudaGetLastError(), 1;
-    if (dev < kDevices && known[dev].load(std::memory_order_relaxed) > 0)
-        return known[dev].load(std::memory_order_relaxed) - 1;
-    auto kernel = &pa_v1_kernel<__nv_bfloat16, false, kMaxHead / kX / kV1Warps>;
-    constexpr int kSmem = 227 * 1024;
-    int best = 1;
-    bool answered = true;
-    if (major >= 9 && has_sm90_code(reinterpret_cast<const void*>(kernel)))
-    {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess)
-            return (void)cudaGetLastError(), 1;
-        best = probe_clusters(kernel, kV1MaxCluster, [](int c, cudaLaunchAttribute& at) {
-            return v1_config(dim3(1, 1, 1), c, kSmem, nullptr, at);
-        }, answered);
-    }
-    if (answered && dev < kDevices)
-        known[dev].store(best + 1, std::memory_order_relaxed);
-    return best;
 }
 
 // CTAs per partition (a cluster, 1 / 2 / 4 / 8): doubled while the grid stays within the SMs and every CTA keeps at
-// least two of the partition's K tiles (max_context_len's), up to what v1_max_cluster allows. A grid that small is
-// bound by each CTA's round trips rather than by the DRAM (H100 measurements in the README's paged paragraph).
-int v1_cluster(const Params& p, dim3 grid, int max_context_len)
+// least two of the partition's K tiles (max_context_len's), up to the device's largest. A grid that small is bound by
+// each CTA's round trips rather than by the DRAM (H100 measurements in the README's paged paragraph).
+int v1_cluster(const Params& p, dim3 grid, int max_context_len, const V1Device& d)
 {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-        return (void)cudaGetLastError(), 1;
     const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
     const int tiles = (std::min(p.partition_size, std::max(1, max_context_len)) + kV1Tile - 1) / kV1Tile;
     int c = 1;
-    if (ctas * 2 <= sms && tiles >= 4) // (the common case asks nothing of the driver)
-        for (const int most = v1_max_cluster(); c * 2 <= most && ctas * c * 2 <= sms && c * 2 * 2 <= tiles;)
-            c *= 2;
+    while (c * 2 <= d.max_cluster && ctas * c * 2 <= d.sms && c * 2 * 2 <= tiles)
+        c *= 2;
     return c;
 }
 
@@ -1346,8 +1343,10 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
         return mha::fail(who + "max_context_len / partition_size must be <= 65535 partitions");
     p.num_partitions = int(parts);
     p.token_end = int(std::min<int64_t>(INT_MAX, int64_t(p.num_partitions) * p.partition_size));
-    if (std::string why = v1_merge_partitions(p, a.max_context_len, a.num_seqs); !why.empty())
+    V1Device dev;
+    if (std::string why = v1_device(dev); !why.empty())
         return mha::fail("paged_attention_v1: " + why);
+    v1_merge_partitions(p, a.max_context_len, a.num_seqs, dev);
     if (p.num_partitions > 1)
     {
         const int64_t n = int64_t(a.num_seqs) * a.num_heads * p.num_partitions;
@@ -1359,17 +1358,11 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
     mha_set_last_kernel_name(name);
     const dim3 grid(p.num_partitions, p.num_heads / p.group, a.num_seqs);
     const bool bf16 = a.data_type == "bf16";
-    const int csplit = v1_cluster(p, grid, a.max_context_len);
-    int slots = 0, dev = 0, major = 0;
+    const int csplit = v1_cluster(p, grid, a.max_context_len, dev);
+    int slots = 0;
     size_t smem = 0;
-    if (std::string why = v1_ring(p, grid, csplit, slots, smem); !why.empty())
-        return mha::fail("paged_attention_v1: " + why);
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-        return mha::fail("paged_attention_v1: " + std::string(cudaGetErrorString(cudaGetLastError())));
-    const bool dependent =
-        major >= 9 && has_sm90_code(bf16 ? reinterpret_cast<const void*>(&pa_v1_reduce_kernel<__nv_bfloat16>)
-                                         : reinterpret_cast<const void*>(&pa_v1_reduce_kernel<__half>));
+    v1_ring(p, grid, csplit, dev.sms, slots, smem);
+    const bool dependent = dev.sm90; // the combine as a programmatic dependent launch
     auto pass = [&]() -> cudaError_t {
         cudaError_t e;
         if (bf16)
