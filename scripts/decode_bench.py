@@ -4,6 +4,8 @@
 For b in {1, 16, 64} and KV length in {1k, 8k, 32k, 128k}: GB/s of K+V read (2 * b * h_k * L * d * 2 bytes / time) for
 our mha_fwd_splitkv (the library's split heuristic), dense and paged with pages of 16 and 128 tokens, next to every
 SDPA backend on the dense case (enable_gqa) and the device's copy bandwidth ((read + write) / time of a 1 GiB copy).
+--seqlen-q N times a speculative-decode step of N queries per sequence instead (no mask on either side; SDPA's
+is_causal would align the mask top-left), still counting K + V alone.
 Every call is timed alone between CUDA events after a read sweep over four times the L2 size and a 100 us wait (so
 the call is queued before its start event): every call reads its cache from DRAM, as it would inside a model.
 
@@ -36,10 +38,12 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def ours(exe, b, L, page, layout, cold, splits=0, env=None, hdim=128):
-    """ms per call, the split count used and the output; splits 0: the library's heuristic; env: the process's."""
+def ours(exe, b, L, page, layout, cold, splits=0, env=None, hdim=128, sq=1):
+    """ms per call, the split count used and the output; splits 0: the library's heuristic; env: the process's; sq
+    queries per sequence (no mask)."""
     perm = "1" if layout == "bhsd" else "0"
-    cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", f"-d={hdim}", "-s=1", f"-s_k={L}", f"-num_splits={splits}",
+    cmd = [exe, "-prec=bf16", f"-b={b}", "-h=32", "-h_k=8", f"-d={hdim}", f"-s={sq}", f"-s_k={L}",
+           f"-num_splits={splits}",
            "-v=0", "-warmup=5", "-repeat=20", f"-iperm={perm}", f"-operm={perm}", f"-flush_cache={int(cold)}"]
     if page:
         cmd.append(f"-page_block_size={page}")
@@ -48,7 +52,7 @@ def ours(exe, b, L, page, layout, cold, splits=0, env=None, hdim=128):
     # call by up to 2.5%: the benchmark counts Q, K, V and O once with all 32 heads (AITER's convention)
     gbs = re.search(r"([\d.]+) GB/s", out)
     splits = re.search(r"num_splits:(\d+)", out)
-    bench_bytes = b * 32 * 2 * (hdim + 2 * L * hdim + hdim)
+    bench_bytes = b * 32 * 2 * (sq * hdim + 2 * L * hdim + sq * hdim)
     ms = bench_bytes / 1e6 / float(gbs.group(1)) if gbs and float(gbs.group(1)) > 0 else None
     return ms, (int(splits.group(1)) if splits else 1), out.strip()
 
@@ -64,6 +68,7 @@ def load_shim(lib_dir):
     lib = ctypes.CDLL(so)
     lib.decode_step.restype = ctypes.c_float
     lib.decode_step_layout.restype = ctypes.c_float
+    lib.decode_step_q.restype = ctypes.c_float
     return lib
 
 
@@ -139,6 +144,9 @@ def main():
                          "bshd (ours -iperm=0; SDPA gets the same memory through transposed views)")
     ap.add_argument("--stat", choices=["median", "mean"], default="median",
                     help="of the 20 timed calls of SDPA and of our in-process call")
+    ap.add_argument("--seqlen-q", type=int, default=1,
+                    help="queries per sequence (a speculative-decode step for more than 1), no mask on either side: "
+                         "the GB/s count K + V only")
     ap.add_argument("--warm-l2", action="store_true",
                     help="time back-to-back calls with no L2 sweep between them (small caches partly stay in L2)")
     a = ap.parse_args()
@@ -156,7 +164,8 @@ def main():
     torch.cuda.empty_cache()
     sweep = None if a.warm_l2 else L2Sweep()
     print(f"# {torch.cuda.get_device_name(0)}; copy bandwidth (read + write) {copy:.0f} GB/s; dense layout {a.layout}; "
-          f"{'warm L2 (back-to-back calls)' if a.warm_l2 else 'L2 swept before every call'}; "
+          f"{'warm L2 (back-to-back calls)' if a.warm_l2 else 'L2 swept before every call'}; {a.seqlen_q} "
+          f"{'query' if a.seqlen_q == 1 else 'queries (no mask)'} per sequence; "
           f"SDPA and dense: {a.stat} of 20 calls on the same tensors; exe columns: benchmark_mha_fwd's mean")
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
@@ -165,16 +174,17 @@ def main():
     for b in map(int, a.batches.split(",")):
         for L in map(int, a.lengths.split(",")):
             nbytes = 2 * b * 8 * L * 128 * 2
+            sq = a.seqlen_q
             if a.layout == "bhsd":
-                q = torch.randn(b, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+                q = torch.randn(b, 32, sq, 128, device="cuda", dtype=torch.bfloat16)
                 k = torch.randn(b, 8, L, 128, device="cuda", dtype=torch.bfloat16)
                 v = torch.randn_like(k)
                 o = torch.full_like(q, float("nan"))
             else:  # (b, s, h, d) memory seen as (b, h, s, d)
-                q = torch.randn(b, 1, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+                q = torch.randn(b, sq, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
                 k = torch.randn(b, L, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
                 v = torch.randn(b, L, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-                o = torch.full((b, 1, 32, 128), float("nan"), device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+                o = torch.full((b, sq, 32, 128), float("nan"), device="cuda", dtype=torch.bfloat16).transpose(1, 2)
             best, best_out = (0.0, "-"), None
             for name, be in backends.items():
                 if name == "math" and nbytes > 2**30:
@@ -187,11 +197,11 @@ def main():
                             best, best_out = (nbytes / t / 1e6, name), call()
                 except Exception:  # a backend that refuses the shape
                     pass
-            lse_acc = torch.empty(b * 32 * 128, device="cuda", dtype=torch.float32)
-            o_acc = torch.empty(b * 32 * 128 * 128, device="cuda", dtype=torch.float32)
+            lse_acc = torch.empty(b * 32 * sq * 128, device="cuda", dtype=torch.float32)
+            o_acc = torch.empty(b * 32 * sq * 128 * 128, device="cuda", dtype=torch.float32)
             ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse_acc, o_acc)]
             bshd = int(a.layout == "bshd")
-            step = lambda: lib.decode_step_layout(*ptrs, b, 32, 8, L, 128, 0, bshd, ctypes.c_void_p(stream))  # noqa
+            step = lambda: lib.decode_step_q(*ptrs, b, 32, 8, sq, L, 128, 0, bshd, ctypes.c_void_p(stream))  # noqa
             if step() != 0:
                 raise SystemExit(f"b={b} L={L}: decode_step_layout failed")
             err = (o.float() - best_out.float()).abs().max().item() if best_out is not None else 0.0
@@ -203,7 +213,7 @@ def main():
             res = {}
             splits = 1
             for page in (0, 16, 128):
-                ms, sp, _ = ours(a.exe, b, L, page, a.layout, not a.warm_l2)
+                ms, sp, _ = ours(a.exe, b, L, page, a.layout, not a.warm_l2, sq=sq)
                 res[page] = nbytes / ms / 1e6 if ms else 0.0
                 if page == 0:
                     splits = sp

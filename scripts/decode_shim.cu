@@ -12,25 +12,27 @@
 #include <cstdint>
 #include <cstdio>
 
-// bshd 0: q [b, hq, 1, d], k / v [b, hk, keys, d], o like q (contiguous); bshd 1: q [b, 1, hq, d], k / v [b, keys,
-// hk, d], o like q. lse_acc / o_acc sized for 128 splits. Returns the API's value.
-extern "C" float decode_step_layout(void* q, void* k, void* v, void* o, void* lse_acc, void* o_acc, int b, int hq,
-                                    int hk, int keys, int d, int splits, int bshd, void* stream)
+// bshd 0: q [b, hq, sq, d], k / v [b, hk, keys, d], o like q (contiguous); bshd 1: q [b, sq, hq, d], k / v [b, keys,
+// hk, d], o like q. sq queries (a speculative-decode step for sq > 1; no mask). lse_acc / o_acc sized for 128 splits
+// (b * hq * sq * 128 floats and that times d). Returns the API's value.
+extern "C" float decode_step_q(void* q, void* k, void* v, void* o, void* lse_acc, void* o_acc, int b, int hq, int hk,
+                               int sq, int keys, int d, int splits, int bshd, void* stream)
 {
     constexpr int kMaxSplits = 128;
     aiter::mha_fwd_splitkv_args a{};
     a.q_ptr = q, a.k_ptr = k, a.v_ptr = v, a.lse_acc_ptr = lse_acc, a.o_acc_ptr = o_acc, a.o_ptr = o;
-    a.seqlen_q = 1, a.seqlen_k = keys, a.batch = b, a.max_seqlen_q = 1, a.hdim_q = d, a.hdim_v = d;
+    a.seqlen_q = sq, a.seqlen_k = keys, a.batch = b, a.max_seqlen_q = sq, a.hdim_q = d, a.hdim_v = d;
     a.nhead_q = hq, a.nhead_k = hk, a.num_splits = splits;
     a.scale_s = 1.f / std::sqrt(float(d)), a.scale_p = a.scale_o = 1.f;
-    // one query row: its row stride never matters; bshd K / V rows are hk heads apart
+    // bshd: Q / O rows hq heads apart, K / V rows hk heads apart
     a.stride_q = a.stride_o = bshd ? hq * d : d;
     a.stride_k = a.stride_v = bshd ? hk * d : d;
-    a.nhead_stride_q = a.nhead_stride_o = d, a.nhead_stride_k = a.nhead_stride_v = bshd ? d : keys * d;
-    a.batch_stride_q = a.batch_stride_o = hq * d, a.batch_stride_k = a.batch_stride_v = hk * keys * d;
-    a.stride_o_acc = d, a.split_stride_lse_acc = 1, a.nhead_stride_lse_acc = kMaxSplits;
-    a.batch_stride_lse_acc = hq * kMaxSplits, a.split_stride_o_acc = d, a.nhead_stride_o_acc = kMaxSplits * d;
-    a.batch_stride_o_acc = hq * kMaxSplits * d;
+    a.nhead_stride_q = a.nhead_stride_o = bshd ? d : sq * d, a.nhead_stride_k = a.nhead_stride_v = bshd ? d : keys * d;
+    a.batch_stride_q = a.batch_stride_o = hq * sq * d, a.batch_stride_k = a.batch_stride_v = hk * keys * d;
+    // partials [b, hq, split, sq(, d)]
+    a.stride_o_acc = d, a.split_stride_lse_acc = sq, a.nhead_stride_lse_acc = kMaxSplits * sq;
+    a.batch_stride_lse_acc = hq * kMaxSplits * sq, a.split_stride_o_acc = sq * d;
+    a.nhead_stride_o_acc = kMaxSplits * sq * d, a.batch_stride_o_acc = hq * kMaxSplits * sq * d;
     a.window_size_left = a.window_size_right = -1;
     ck_tile::stream_config s{};
     s.stream_id_ = static_cast<cudaStream_t>(stream);
@@ -38,6 +40,13 @@ extern "C" float decode_step_layout(void* q, void* k, void* v, void* o, void* ls
     if (r < 0)
         std::fprintf(stderr, "decode_step: %s\n", aiter::mha_get_last_error());
     return r;
+}
+
+// One query (decode_bench.py, decode_harness.py).
+extern "C" float decode_step_layout(void* q, void* k, void* v, void* o, void* lse_acc, void* o_acc, int b, int hq,
+                                    int hk, int keys, int d, int splits, int bshd, void* stream)
+{
+    return decode_step_q(q, k, v, o, lse_acc, o_acc, b, hq, hk, 1, keys, d, splits, bshd, stream);
 }
 
 // The bhsd step (decode_harness.py).

@@ -213,6 +213,19 @@ gen_splitkv() {
     echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=1 -s_k=100 -num_splits=8 -iperm=0 -operm=0 -lse=1 $t"
     echo "-prec=$prec -b=1 -h=32 -h_k=1 -s=1 -s_k=5000 -num_splits=20 -lse=1 $t"
     echo "-prec=$prec -b=40 -h=32 -h_k=8 -s=1 -s_k=3328 -num_splits=1 -lse=1 $t"
+    # 9 to 16 rows split over the keys: the transposed step of two 8-row tiles on sm_90 (3 or 4 queries of 4 packed
+    # heads, 12 and 16 heads of one KV head, 16 queries of one head with ALiBi) in warps of one CTA, a cluster of 8,
+    # the split grid and the combine kernel's partials, pages, group mode, the other layout, windows and soft-cap
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=3 -s_k=3000 -num_splits=4 -lse=1 $t"
+    echo "-prec=$prec -b=3 -h=32 -h_k=8 -s=4 -s_k=2049 -num_splits=8 -mask=b -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=4 -s_k=1500 -num_splits=12 -mask=b:300,0,4 -logits_soft_cap=20 -iperm=0 -operm=0 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=16 -h_k=1 -s=1 -s_k=1700 -num_splits=40 -page_block_size=16 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=24 -h_k=2 -s=1 -s_k=999 -num_splits=3 -mask=b:100,0 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=8 -h_k=8 -s=16 -s_k=1800 -num_splits=5 -mask=b -bias=a -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=4 -s_k=70 -num_splits=6 -d=64 -mask=b -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=32 -h_k=8 -s=3,4,2 -s_k=900,17,2000 -num_splits=0 -page_block_size=16 -mask=b -lse=1 $t"
+    echo "-prec=$prec -b=4 -h=32 -h_k=8 -s=4 -s_k=1024 -num_splits=0 -lse=1 $t"
+    echo "-prec=$prec -b=1 -h=32 -h_k=8 -s=3 -s_k=8192 -num_splits=0 -mask=b -cache_batch_idx=1 -lse=1 $t"
     # and from paged caches (block tables, per-batch key counts): grid splits, warp splits, pages past a block
     echo "-prec=$prec -b=1 -h=32 -h_k=8 -s=1 -s_k=4096 -num_splits=0 -page_block_size=16 -lse=1 $t"
     echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=1 -s_k=2048 -num_splits=0 -page_block_size=64 -iperm=0 -operm=0 -lse=1 $t"

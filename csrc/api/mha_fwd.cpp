@@ -614,6 +614,18 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
                 return std::max(s, general);
             }
         }
+        // Tiles of 9 to 16 rows (3 or 4 queries of 4 packed heads: a speculative-decode step, on the transposed step
+        // of 16 rows) read best with at most a cluster's 8 splits, merged in it, instead of more merged in the split
+        // grid, where 8 splits put 1.5 or more warps on each SM or the cache is at most 32 blocks (1k keys). H100, 4
+        // queries of 32 query / 8 KV heads, d128, KV GB/s at 1k / 4k / 16k keys, general -> 8 splits: b=4 (16)
+        // 824 / 1874 / 2684 -> 1083 / 2157 / 2715, b=6 (11) 1021 / 2090 / 2755 -> 1422 / 2352 / 2807, 1k: b=1 (32)
+        // 265 -> 283, b=2 (32) 466 -> 560, b=3 (16) 695 -> 834; longer caches of fewer tiles keep the general count
+        // (b=1 4k / 16k 814 / 1855 against 573 / 801, b=2 16k 2341 against 1594, b=3 16k 2442 against 2357).
+        // Paged caches too (pages of 16 / 128, general -> 8 splits): b=4 1k / 4k / 16k 815 / 1837 / 2626 -> 1028 /
+        // 2040 / 2678 and 815 / 1808 / 2648 -> 1055 / 2016 / 2726, b=6 1k 999 -> 1367, b=2 1k 456 -> 534.
+        if (rules.three_warps && rows > 8 && general > kClusterMergeMaxSplits && lean_decode_gpu() &&
+            (n_blocks <= 32 || ctas * kClusterMergeMaxSplits * 2 >= int64_t(sms) * 3))
+            return decode_splits(int(ctas), n_blocks, int(kClusterMergeMaxSplits * ctas));
         return general;
     }
     // past one decode wave, balance the waves (a 1.3-wave grid reads its last 0.3 at a fraction of the bandwidth)
@@ -701,7 +713,11 @@ int32_t ring_flags_for(int64_t tiles, int splits, int64_t rows, bool paged, int 
     if (forced >= 0)
         return forced & (kRingLateRefill | kRingInterleave | kRingEarly | kRingL2Promo256 | kRingInterleaveGrid |
                          kRingHeadPairs);
-    if (rows > 8 || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
+    // Tiles of 9 to 16 rows (the transposed step of 16 rows, fwd_launch.cuh) take the rules below on the GPUs they
+    // were measured on (H100, 4 queries of 32 query / 8 KV heads, d128, KV GB/s, kRingEarly alone -> these flags):
+    // b=16 1k / 8k / 32k 2157 / 2960 / 3042 -> 2215 / 2941 / 3117, b=4 (16 splits) 8k / 32k 2321 / 2840 -> 2300 /
+    // 2866, b=1 and one split (b=64) within 1%.
+    if (rows > 16 || (rows > 8 && !lean_decode_gpu()) || hdim_q != hdim_v || (hdim_q != 128 && hdim_q != 256))
         return kRingEarly;
     // CTA splits that read one window of the tile at a time (kRingInterleaveGrid, both GPU classes, d128 dense)
     const int64_t per = ((seqlen_k + kDecodeBlockN - 1) / kDecodeBlockN + splits - 1) / splits;

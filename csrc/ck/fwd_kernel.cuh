@@ -30,7 +30,10 @@ namespace mha::ck {
 // KB with its first wait 32 KB past the first copies (first block at 3.8 us either way). README, decode section.
 // With p.split.warp_splits > 1 a kDecodeT CTA has that many warps, each one split of the tile (a one-warp CTA's
 // shared memory each, kWarpSmemBytes apart), and they merge in shared memory (cluster_merge, in_cta).
-template <typename Kt, bool kDecodeT = false>
+// kDecodeT is the step's count of 8-row N tiles: 1 for tiles of at most 8 rows (a decode step of up to 8 query heads
+// per KV head), 2 for at most 16 (a speculative-decode step: 3 or 4 queries of 4 packed heads), a separate instance
+// so the 8-row step's code and registers stay as they are; 0 is the instance with every other path.
+template <typename Kt, int kDecodeT = 0>
 __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNThreads, 1)
     fwd_kernel(const __grid_constant__ FwdParams p)
 {
@@ -171,9 +174,9 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     const int m_begin  = m_block * kBlockM;
     if (m_begin >= rows_q || (p.seq.is_group && p.seq.min_seqlen_q > 0 && seqlen_q <= p.seq.min_seqlen_q))
         return;
-    // kDecodeT: at most 8 rows (the launcher checked max_seqlen_q x pack <= 8; a group-mode batch longer than the
-    // max_seqlen_q it was given gets its first 8 rows, as the grid gives it its first kBlockM otherwise)
-    const int m_end = min(m_begin + (kDecodeT ? 8 : kBlockM), rows_q);
+    // kDecodeT: at most 8 x kDecodeT rows (the launcher checked max_seqlen_q x pack against that; a group-mode batch
+    // longer than the max_seqlen_q it was given gets its first rows, as the grid gives it its first kBlockM otherwise)
+    const int m_end = min(m_begin + (kDecodeT ? 8 * kDecodeT : kBlockM), rows_q);
     // query position of tile row r (rows m_begin + r); identity unless heads are packed
     auto q_pos = [&](int r) { return Kt::kSplit ? (m_begin + r) / pack : m_begin + r; };
     const int q_begin = q_pos(0), q_end = q_pos(m_end - m_begin - 1) + 1, q_tile_end = q_pos(kBlockM - 1) + 1;
@@ -800,30 +803,35 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
     };
 
 #if MHA_DECODE_TMA
-    // Decode tiles of at most 8 rows (a decode step: one query, up to 8 query heads per KV head) on the ring: the
-    // transposed step of decode_t.cuh, keys and head dimensions on the MMA's M side and the rows on its N side.
-    // Only the kDecodeT instance has it.
+    // Decode tiles of at most 8 x kDecodeT rows (a decode step: up to 8 query heads per KV head, or up to 16 rows of
+    // a few queries) on the ring: the transposed step of decode_t.cuh, keys and head dimensions on the MMA's M side
+    // and the rows on its N side, kNT tiles of 8 (each K / V fragment loaded once for all of them). Only the kDecodeT
+    // instances have it.
     if constexpr (kDecodeT)
     {
-        if (use_ring && m_end - m_begin <= 8 && !has_dropout)
+        if (use_ring && m_end - m_begin <= 8 * kDecodeT && !has_dropout)
         {
-            constexpr int kMT = kBlockN / 16, kQK = kHeadDim / 16, kDT = kHeadDimV / 16;
+            constexpr int kMT = kBlockN / 16, kQK = kHeadDim / 16, kDT = kHeadDimV / 16, kNT = kDecodeT;
+            static_assert(kNT * 8 <= kBlockM, "the Q tile and s_part hold kBlockM rows");
             constexpr int kRowBytes = 128; // a swizzled atom row: 64 elements
             static_assert(Kt::kAtomQ == 64 && Kt::kAtomV == 64 && sizeof(Element) == 2, "dt::swz128_offset's tiles");
             const int g = tidx / 4, t = tidx % 4;
             cute::cp_async_wait<0>(); // Q
             __syncwarp();
             MHA_STAMP(kStampQ);
-            // Q^T as B fragments, kept in registers: step k holds (d 16 k + 2 t.., row g) and (d 16 k + 8 + 2 t..,
-            // row g)
-            uint32_t qf[kQK][2];
+            // Q^T as B fragments, kept in registers: N tile nt, step k holds (d 16 k + 2 t.., row 8 nt + g) and
+            // (d 16 k + 8 + 2 t.., row 8 nt + g)
+            uint32_t qf[kNT][kQK][2];
             CUTE_UNROLL
-            for (int k = 0; k < kQK; k += 2)
-            {
-                uint32_t r[4];
-                dt::ldsm_x4(r, smem_addr(smem_raw) + dt::swz128_offset<kBlockM>(tidx % 8, 16 * k + 8 * (tidx / 8)));
-                qf[k][0] = r[0], qf[k][1] = r[1], qf[k + 1][0] = r[2], qf[k + 1][1] = r[3];
-            }
+            for (int nt = 0; nt < kNT; ++nt)
+                CUTE_UNROLL
+                for (int k = 0; k < kQK; k += 2)
+                {
+                    uint32_t r[4];
+                    dt::ldsm_x4(r, smem_addr(smem_raw) +
+                                       dt::swz128_offset<kBlockM>(8 * nt + tidx % 8, 16 * k + 8 * (tidx / 8)));
+                    qf[nt][k][0] = r[0], qf[nt][k][1] = r[1], qf[nt][k + 1][0] = r[2], qf[nt][k + 1][1] = r[3];
+                }
             // This lane's ldmatrix row inside a stage, by the 16-column step mod 4 (the swizzle's chunk XOR):
             // K (A of S^T): key 16 mt + rk, columns 16 k + 8 (lane / 16); V^T (A of O^T, transposed): key 16 kk + rv,
             // columns 16 mt + 8 ((lane / 8) % 2).
@@ -835,24 +843,31 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                 k_off[c] = dt::swz128_offset<kBlockN>(rk, 16 * c + 8 * (tidx / 16));
                 v_off[c] = dt::swz128_offset<kBlockN>(rv, 16 * c + 8 * ((tidx / 8) % 2));
             }
-            // O^T: o[mt] = (d 16 mt + g [+8], rows 2 t, 2 t + 1); this lane's softmax rows are 2 t and 2 t + 1
-            float o[kDT][4];
+            // O^T: o[nt][mt] = (d 16 mt + g [+8], rows 8 nt + 2 t, 8 nt + 2 t + 1); this lane's softmax rows are
+            // 8 nt + 2 t and 8 nt + 2 t + 1 (row_max / row_sum [nt][0 / 1])
+            float o[kNT][kDT][4];
+            float row_max[kNT][2], row_sum[kNT][2];
             CUTE_UNROLL
-            for (int mt = 0; mt < kDT; ++mt)
-                o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
-            float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+            for (int nt = 0; nt < kNT; ++nt)
+            {
+                CUTE_UNROLL
+                for (int mt = 0; mt < kDT; ++mt)
+                    o[nt][mt][0] = o[nt][mt][1] = o[nt][mt][2] = o[nt][mt][3] = 0.f;
+                row_max[nt][0] = row_max[nt][1] = -INFINITY, row_sum[nt][0] = row_sum[nt][1] = 0.f;
+            }
             // tile row tidx % kBlockM's query head and position, for the epilogue's row addresses (the divisions by
             // the pack ratio run while the first block is in flight)
             const int row_h = q_head(tidx % kBlockM), row_q = q_pos(tidx % kBlockM);
             // A split that neither a cluster nor its CTA's other warps merge (the merge in the grid or the combine
             // kernel reads its partial from o_acc / lse_acc) stores its fp32 partial O straight from the O^T
             // fragments, to row addresses worked out here, before the key loop: this lane's softmax rows 2 t and
-            // 2 t + 1 (nullptr past the tile's rows). The epilogue is then the stores alone; through s_part (row by
-            // row, each row's address after its shuffles) it took ~1.1 us after the loop instead of ~0.3 (H100,
-            // %globaltimer stamps, b=1 2k / 8k): the tail code runs once per warp, each instruction fetched cold.
+            // 2 t + 1 of each N tile (nullptr past the tile's rows). The epilogue is then the stores alone; through
+            // s_part (row by row, each row's address after its shuffles) it took ~1.1 us after the loop instead of
+            // ~0.3 (H100, %globaltimer stamps, b=1 2k / 8k): the tail code runs once per warp, each instruction
+            // fetched cold.
             const bool direct = p.split.num_splits > 1 && !p.split.cluster_merge && p.split.warp_splits <= 1;
-            float* part_o[2] = {nullptr, nullptr};
-            float* part_l[2] = {nullptr, nullptr};
+            float* part_o[kNT][2] = {};
+            float* part_l[kNT][2] = {};
             if (direct) // warp-uniform
             {
                 const SplitParams& sp = p.split;
@@ -862,16 +877,18 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                 float* const lse_acc = sp.lse_acc + split * sp.lse_acc_split_stride +
                                        (p.seq.is_group ? 0 : bidb * sp.lse_acc_batch_stride);
                 CUTE_UNROLL
-                for (int j = 0; j < 2; ++j)
-                {
-                    const int r = 2 * t + j;
-                    const int h = __shfl_sync(0xffffffff, row_h, r), q = __shfl_sync(0xffffffff, row_q, r);
-                    if (r < m_end - m_begin)
+                for (int nt = 0; nt < kNT; ++nt)
+                    CUTE_UNROLL
+                    for (int j = 0; j < 2; ++j)
                     {
-                        part_o[j] = o_acc + h * sp.o_acc_head_stride + (row0 + q) * sp.o_acc_row_stride;
-                        part_l[j] = lse_acc + h * sp.lse_acc_head_stride + row0 + q;
+                        const int r = 8 * nt + 2 * t + j;
+                        const int h = __shfl_sync(0xffffffff, row_h, r), q = __shfl_sync(0xffffffff, row_q, r);
+                        if (r < m_end - m_begin)
+                        {
+                            part_o[nt][j] = o_acc + h * sp.o_acc_head_stride + (row0 + q) * sp.o_acc_row_stride;
+                            part_l[nt][j] = lse_acc + h * sp.lse_acc_head_stride + row0 + q;
+                        }
                     }
-                }
             }
             const uint32_t ring_s = smem_addr(s_kv);
             for (int n = n_start; n >= n_lo; n = claim ? block_in(ring_st) : next_block(n))
@@ -879,11 +896,13 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                 const int st = ring_acquire(n);
                 const uint32_t sk = ring_s + st * (kStageElems * int(sizeof(Element)));
                 const uint32_t sv = sk + Kt::kSmemKElems * int(sizeof(Element));
-                // S^T = K Q^T: s[mt] = (key 16 mt + g [+8], rows 2 t, 2 t + 1)
-                float s[kMT][4];
+                // S^T = K Q^T: s[nt][mt] = (key 16 mt + g [+8], rows 8 nt + 2 t, 8 nt + 2 t + 1)
+                float s[kNT][kMT][4];
                 CUTE_UNROLL
-                for (int mt = 0; mt < kMT; ++mt)
-                    s[mt][0] = s[mt][1] = s[mt][2] = s[mt][3] = 0.f;
+                for (int nt = 0; nt < kNT; ++nt)
+                    CUTE_UNROLL
+                    for (int mt = 0; mt < kMT; ++mt)
+                        s[nt][mt][0] = s[nt][mt][1] = s[nt][mt][2] = s[nt][mt][3] = 0.f;
                 CUTE_UNROLL
                 for (int k = 0; k < kQK; ++k)
                     CUTE_UNROLL
@@ -891,64 +910,79 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                     {
                         uint32_t a[4];
                         dt::ldsm_x4(a, sk + k_off[k % 4] + ((k / 4) * kBlockN + 16 * mt) * kRowBytes);
-                        dt::mma<Element>(s[mt], a, qf[k][0], qf[k][1]);
+                        CUTE_UNROLL
+                        for (int nt = 0; nt < kNT; ++nt)
+                            dt::mma<Element>(s[nt][mt], a, qf[nt][k][0], qf[nt][k][1]);
                     }
                 const int n_begin = n * kBlockN;
                 if (mod_scores)
                 {
                     CUTE_UNROLL
-                    for (int mt = 0; mt < kMT; ++mt)
+                    for (int nt = 0; nt < kNT; ++nt)
                         CUTE_UNROLL
-                        for (int i = 0; i < 4; ++i)
-                            s[mt][i] =
-                                mods.modify(s[mt][i], m_begin + 2 * t + i % 2, n_begin + 16 * mt + g + 8 * (i / 2));
+                        for (int mt = 0; mt < kMT; ++mt)
+                            CUTE_UNROLL
+                            for (int i = 0; i < 4; ++i)
+                                s[nt][mt][i] = mods.modify(s[nt][mt][i], m_begin + 8 * nt + 2 * t + i % 2,
+                                                           n_begin + 16 * mt + g + 8 * (i / 2));
                 }
                 if (!mask.tile_fully_visible(q_begin, q_tile_end, n_begin, n_begin + kBlockN))
                 {
                     CUTE_UNROLL
-                    for (int mt = 0; mt < kMT; ++mt)
+                    for (int nt = 0; nt < kNT; ++nt)
                         CUTE_UNROLL
-                        for (int i = 0; i < 4; ++i)
-                            if (!mask.visible(q_pos(2 * t + i % 2), n_begin + 16 * mt + g + 8 * (i / 2)))
-                                s[mt][i] = -INFINITY;
+                        for (int mt = 0; mt < kMT; ++mt)
+                            CUTE_UNROLL
+                            for (int i = 0; i < 4; ++i)
+                                if (!mask.visible(q_pos(8 * nt + 2 * t + i % 2), n_begin + 16 * mt + g + 8 * (i / 2)))
+                                    s[nt][mt][i] = -INFINITY;
                 }
-                // online softmax of rows 2 t + r (OnlineSoftmax's arithmetic over the 8 lanes of a row)
+                // online softmax of rows 8 nt + 2 t + r (OnlineSoftmax's arithmetic over the 8 lanes of a row)
                 CUTE_UNROLL
-                for (int r = 0; r < 2; ++r)
-                {
-                    float m = row_max[r];
+                for (int nt = 0; nt < kNT; ++nt)
                     CUTE_UNROLL
-                    for (int mt = 0; mt < kMT; ++mt)
-                        m = fmaxf(m, fmaxf(s[mt][r], s[mt][r + 2]));
-                    m = dt::group_max(m);
-                    // a row with nothing visible yet keeps max = -inf; shift by 0 so exp2(-inf) = 0 instead of NaN
-                    const float shift = m == -INFINITY ? 0.f : m * softmax_scale_log2;
-                    const float corr  = exp2f(row_max[r] * softmax_scale_log2 - shift);
-                    row_sum[r] *= corr;
-                    CUTE_UNROLL
-                    for (int mt = 0; mt < kDT; ++mt)
-                        o[mt][r] *= corr, o[mt][r + 2] *= corr;
-                    row_max[r] = m;
-                    CUTE_UNROLL
-                    for (int mt = 0; mt < kMT; ++mt)
+                    for (int r = 0; r < 2; ++r)
                     {
-                        s[mt][r]     = exp2f(s[mt][r] * softmax_scale_log2 - shift);
-                        s[mt][r + 2] = exp2f(s[mt][r + 2] * softmax_scale_log2 - shift);
-                        row_sum[r] += s[mt][r] + s[mt][r + 2];
+                        float m = row_max[nt][r];
+                        CUTE_UNROLL
+                        for (int mt = 0; mt < kMT; ++mt)
+                            m = fmaxf(m, fmaxf(s[nt][mt][r], s[nt][mt][r + 2]));
+                        m = dt::group_max(m);
+                        // a row with nothing visible yet keeps max = -inf; shift by 0 so exp2(-inf) = 0, not NaN
+                        const float shift = m == -INFINITY ? 0.f : m * softmax_scale_log2;
+                        const float corr  = exp2f(row_max[nt][r] * softmax_scale_log2 - shift);
+                        row_sum[nt][r] *= corr;
+                        CUTE_UNROLL
+                        for (int mt = 0; mt < kDT; ++mt)
+                            o[nt][mt][r] *= corr, o[nt][mt][r + 2] *= corr;
+                        row_max[nt][r] = m;
+                        CUTE_UNROLL
+                        for (int mt = 0; mt < kMT; ++mt)
+                        {
+                            s[nt][mt][r]     = exp2f(s[nt][mt][r] * softmax_scale_log2 - shift);
+                            s[nt][mt][r + 2] = exp2f(s[nt][mt][r + 2] * softmax_scale_log2 - shift);
+                            row_sum[nt][r] += s[nt][mt][r] + s[nt][mt][r + 2];
+                        }
                     }
-                }
                 // O^T += V^T P^T, P^T's B fragments by transposing S^T's 8 x 8 quarters in registers
                 CUTE_UNROLL
                 for (int kk = 0; kk < kMT; ++kk)
                 {
-                    const uint32_t b0 = dt::movm_t(dt::pack2<Element>(s[kk][0], s[kk][1]));
-                    const uint32_t b1 = dt::movm_t(dt::pack2<Element>(s[kk][2], s[kk][3]));
+                    uint32_t b0[kNT], b1[kNT];
+                    CUTE_UNROLL
+                    for (int nt = 0; nt < kNT; ++nt)
+                    {
+                        b0[nt] = dt::movm_t(dt::pack2<Element>(s[nt][kk][0], s[nt][kk][1]));
+                        b1[nt] = dt::movm_t(dt::pack2<Element>(s[nt][kk][2], s[nt][kk][3]));
+                    }
                     CUTE_UNROLL
                     for (int mt = 0; mt < kDT; ++mt)
                     {
                         uint32_t a[4];
                         dt::ldsm_x4_t(a, sv + v_off[mt % 4] + ((mt / 4) * kBlockN + 16 * kk) * kRowBytes);
-                        dt::mma<Element>(o[mt], a, b0, b1);
+                        CUTE_UNROLL
+                        for (int nt = 0; nt < kNT; ++nt)
+                            dt::mma<Element>(o[nt][mt], a, b0[nt], b1[nt]);
                     }
                 }
                 ring_advance();
@@ -959,49 +993,66 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             // through s_part / s_lse
             const bool partial = p.split.num_splits > 1;
             const float sink = Kt::kOther && p.mod.sink != nullptr && !partial ? p.mod.sink[bidh] : -INFINITY;
-            // Both rows' sums over their 8 lanes, interleaved (3 dependent shuffle steps, not 6); without a sink
+            // Every row's sum over its 8 lanes, interleaved (3 dependent shuffle steps, not 6 or 12); without a sink
             // logit (every split, and every call without one) finalize_row reduces to the lines below, with no
-            // branches for the compiler to keep the two rows apart with.
-            float sum[2] = {row_sum[0], row_sum[1]};
+            // branches for the compiler to keep the rows apart with.
+            float sum[kNT][2], lse[kNT][2], inv[kNT][2];
+            CUTE_UNROLL
+            for (int nt = 0; nt < kNT; ++nt)
+                sum[nt][0] = row_sum[nt][0], sum[nt][1] = row_sum[nt][1];
             CUTE_UNROLL
             for (int x = 4; x <= 16; x *= 2)
             {
-                const float s0 = __shfl_xor_sync(0xffffffff, sum[0], x), s1 = __shfl_xor_sync(0xffffffff, sum[1], x);
-                sum[0] += s0, sum[1] += s1;
+                float other[kNT][2];
+                CUTE_UNROLL
+                for (int nt = 0; nt < kNT; ++nt)
+                    other[nt][0] = __shfl_xor_sync(0xffffffff, sum[nt][0], x),
+                    other[nt][1] = __shfl_xor_sync(0xffffffff, sum[nt][1], x);
+                CUTE_UNROLL
+                for (int nt = 0; nt < kNT; ++nt)
+                    sum[nt][0] += other[nt][0], sum[nt][1] += other[nt][1];
             }
-            float lse[2], inv[2];
-            if (sink == -INFINITY) // warp-uniform
-                CUTE_UNROLL
-                for (int r = 0; r < 2; ++r)
-                {
-                    const bool seen = sum[r] > 0.f;
-                    lse[r] = seen ? row_max[r] * softmax_scale + logf(sum[r]) : -INFINITY;
-                    inv[r] = seen ? 1.f / sum[r] : 0.f;
-                }
-            else
-                CUTE_UNROLL
-                for (int r = 0; r < 2; ++r)
-                    inv[r] = finalize_row(sum[r], row_max[r], softmax_scale, sink, lse[r]);
             CUTE_UNROLL
-            for (int mt = 0; mt < kDT; ++mt)
-                o[mt][0] *= inv[0], o[mt][2] *= inv[0], o[mt][1] *= inv[1], o[mt][3] *= inv[1];
+            for (int nt = 0; nt < kNT; ++nt)
+            {
+                if (sink == -INFINITY) // warp-uniform
+                    CUTE_UNROLL
+                    for (int r = 0; r < 2; ++r)
+                    {
+                        const bool seen = sum[nt][r] > 0.f;
+                        lse[nt][r] = seen ? row_max[nt][r] * softmax_scale + logf(sum[nt][r]) : -INFINITY;
+                        inv[nt][r] = seen ? 1.f / sum[nt][r] : 0.f;
+                    }
+                else
+                    CUTE_UNROLL
+                    for (int r = 0; r < 2; ++r)
+                        inv[nt][r] = finalize_row(sum[nt][r], row_max[nt][r], softmax_scale, sink, lse[nt][r]);
+                CUTE_UNROLL
+                for (int mt = 0; mt < kDT; ++mt)
+                    o[nt][mt][0] *= inv[nt][0], o[nt][mt][2] *= inv[nt][0], o[nt][mt][1] *= inv[nt][1],
+                        o[nt][mt][3] *= inv[nt][1];
+            }
             if (direct)
             {
                 CUTE_UNROLL
-                for (int mt = 0; mt < kDT; ++mt)
+                for (int nt = 0; nt < kNT; ++nt)
                     CUTE_UNROLL
-                    for (int i = 0; i < 4; ++i)
-                    {
-                        float* const pr = part_o[i % 2];
-                        const int col   = 16 * mt + g + 8 * (i / 2);
-                        if (pr != nullptr && col < p.hdim_v)
-                            pr[col] = o[mt][i];
-                    }
+                    for (int mt = 0; mt < kDT; ++mt)
+                        CUTE_UNROLL
+                        for (int i = 0; i < 4; ++i)
+                        {
+                            float* const pr = part_o[nt][i % 2];
+                            const int col   = 16 * mt + g + 8 * (i / 2);
+                            if (pr != nullptr && col < p.hdim_v)
+                                pr[col] = o[nt][mt][i];
+                        }
                 if (g == 0)
                     CUTE_UNROLL
-                    for (int j = 0; j < 2; ++j)
-                        if (part_l[j] != nullptr)
-                            *part_l[j] = lse[j];
+                    for (int nt = 0; nt < kNT; ++nt)
+                        CUTE_UNROLL
+                        for (int j = 0; j < 2; ++j)
+                            if (part_l[nt][j] != nullptr)
+                                *part_l[nt][j] = lse[nt][j];
                 if (p.split.merge_counters != nullptr)
                     merge_in_grid(m_end - m_begin);
                 MHA_STAMP(kStampEnd);
@@ -1009,12 +1060,16 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             }
             __syncwarp(); // every lane is past its last read of the ring
             CUTE_UNROLL
-            for (int mt = 0; mt < kDT; ++mt)
+            for (int nt = 0; nt < kNT; ++nt)
+            {
                 CUTE_UNROLL
-                for (int i = 0; i < 4; ++i)
-                    s_part[(2 * t + i % 2) * kLd + 16 * mt + g + 8 * (i / 2)] = o[mt][i];
-            if (g == 0)
-                s_lse[2 * t] = lse[0], s_lse[2 * t + 1] = lse[1];
+                for (int mt = 0; mt < kDT; ++mt)
+                    CUTE_UNROLL
+                    for (int i = 0; i < 4; ++i)
+                        s_part[(8 * nt + 2 * t + i % 2) * kLd + 16 * mt + g + 8 * (i / 2)] = o[nt][mt][i];
+                if (g == 0)
+                    s_lse[8 * nt + 2 * t] = lse[nt][0], s_lse[8 * nt + 2 * t + 1] = lse[nt][1];
+            }
             if (partial && (p.split.cluster_merge || p.split.warp_splits > 1))
             {
                 cluster_merge([&](int tr) {

@@ -117,14 +117,24 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 box_rows /= 2;
             if (encode_decode_maps(q, box_rows, Kt::kAtomQ, Kt::kAtomV))
             {
-                // tiles of at most 8 rows (a decode step of up to 8 query heads per KV head): the instance with the
-                // transposed step alone (fwd_kernel.cuh, kDecodeT)
+                // tiles of at most 8 rows (a decode step of up to 8 query heads per KV head), or of 9 to 16 (a few
+                // queries of a speculative-decode step) split over the keys: the instances with the transposed step
+                // alone (fwd_kernel.cuh, kDecodeT 1 and 2). H100, 32 query / 8 KV heads, d128, 4 queries (16 rows),
+                // KV GB/s, the 16-row step -> kDecodeT 2: b=1 1k / 8k / 32k 209 / 1131 / 2206 -> 262 / 1281 / 2301,
+                // b=4 704 / 2238 / 2814 -> 834 / 2322 / 2848, b=16 2041 / 2908 / 3046 -> 2135 / 2960 / 3042; one
+                // split (b=64) 2784 / 3055 -> 2722 / 3037, so an unsplit tile of more than 8 rows keeps the 16-row
+                // step, as do head dims above 128 (two N tiles of O accumulators would not fit the registers).
                 auto ring_kernel = kernel;
                 const int n = p.split.num_splits;
-                if (MHA_DECODE_T && int64_t(p.max_seqlen_q) * p.split.pack_ratio <= 8 &&
+                const int64_t rows = int64_t(p.max_seqlen_q) * p.split.pack_ratio;
+                constexpr bool kRows16 = Kt::kHeadDim <= 128 && Kt::kHeadDimV <= 128;
+                if (MHA_DECODE_T && (rows <= 8 || (kRows16 && rows <= 16 && n > 1)) &&
                     !(Kt::kDropout && p.drop.enabled))
                 {
-                    ring_kernel = &fwd_kernel<Kt, true>;
+                    if constexpr (kRows16)
+                        ring_kernel = rows <= 8 ? &fwd_kernel<Kt, 1> : &fwd_kernel<Kt, 2>;
+                    else
+                        ring_kernel = &fwd_kernel<Kt, 1>;
                     if (early_first_block_ok<Kt>(p) && (p.split.ring_flags & kRingEarly))
                     {
                         const bool tables = p.kv.page_size > 0 || p.kv.seqlen_k != nullptr; // loaded at entry too

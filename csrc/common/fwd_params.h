@@ -162,8 +162,8 @@ constexpr int kMaxSplits = 128;
 //   2483-2491, b=4 8k 3063-3079 -> 3103-3150. The merge ends ~3 us after the last split is in (1-1.5 us until every
 //   CTA sees the count, ~1 us for its chunks: %globaltimer stamps).
 constexpr int kClusterMergeMaxSplits     = 8;
-// The transposed decode step (tiles of at most 8 rows) with 2 to kWarpMergeMaxSplits splits whose per-warp shared
-// memory fits one CTA (d128: up to 6, d256: 3): the splits are the warps of one CTA instead of a cluster of one-warp
+// The transposed decode step (tiles of at most 8 rows, or 16 split over the keys) with 2 to kWarpMergeMaxSplits
+// splits whose per-warp shared memory fits one CTA (d128: up to 6, d256: 3): the splits are the warps of one CTA instead of a cluster of one-warp
 // CTAs, merged through its shared memory after one CTA barrier instead of two cluster barriers and distributed loads;
 // each warp keeps a fixed key-block range (claiming them at run time from a shared-memory counter, MHA_DECODE_CLAIM,
 // gained up to 1% but made the result change from call to call: decode_t.cuh). Same-call A/B on H100 (bf16, 32 q / 8 KV heads, d128, bhsd, L2 swept, KV GB/s, three

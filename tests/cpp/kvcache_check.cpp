@@ -858,6 +858,13 @@ bool split_rule_case()
     const int general256 = n9(256, 96, true), six100 = n9(100, 128, false), general100 = n9(100, 96, true);
     const int huge = n9(20000, 128, false), general_huge = n9(20000, 96, true);
     const int bound128 = aiter::mha_fwd_splitkv_num_splits(128, 32, 8, 1, 8192);
+    // four queries (16 rows per tile, a speculative-decode step): at most a cluster's 8 splits on an H100 at d128
+    auto q4 = [](int b, int keys, int d, bool paged) {
+        return aiter::mha_fwd_splitkv_num_splits(b, 32, 8, 4, keys, 0, d, d, paged);
+    };
+    auto q4_general = [&](int b, int keys) { return q4(b, keys, 96, true); };
+    const int q4_b4 = q4(4, 8192, 128, false), q4_b1_1k = q4(1, 1024, 128, false), q4_b1 = q4(1, 8192, 128, false);
+    const int q4_b4_paged = q4(4, 8192, 128, true), q4_b4_d64 = q4(4, 8192, 64, false);
     const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
     const bool lean = major == 9 && gbps < 4000.0;
     bool ok = dense96 == general && paged64 == general && bound == std::max({general, d64, dense}) &&
@@ -866,22 +873,25 @@ bool split_rule_case()
         ok &= n >= 1;
     ok &= dense <= bound && paged <= bound && d256 <= bound && band64 <= bound20 && band128 <= bound20 &&
           paged128_20 <= bound20 && four64 <= bound64 && paged64_128 <= bound64 && four64 >= 1 && short64 >= 1 &&
-          four128 <= bound128 && six100 == general100 && huge == general_huge && 20000 * huge <= 65535;
+          four128 <= bound128 && six100 == general100 && huge == general_huge && 20000 * huge <= 65535 &&
+          q4_b4 <= q4_general(4, 8192) && q4_b1_1k <= q4_general(1, 1024) && q4_b1 == q4_general(1, 8192) &&
+          q4_b4_paged == q4_b4 && q4_b4_d64 == q4_general(4, 8192);
     if (lean && sms == 132)
         ok &= general == 5 && dense == 5 && d256 == 3 && paged == 5 && d64 >= 6 && d64 <= 8 && general20 == 3 &&
               band64 == 2 && band128 == 3 && paged128_20 == 3 && four64 == 4 && short64 == 1 && paged64_128 == 1 &&
-              general128 == 2 && four128 == 4 && general256 == 1 && four256 == 4 && six100 == 6;
+              general128 == 2 && four128 == 4 && general256 == 1 && four256 == 4 && six100 == 6 && q4_b4 == 8 &&
+              q4_general(4, 8192) == 16 && q4_b1_1k == 8 && q4_general(1, 1024) == 32 && q4_b1 == 64;
     else if (!lean)
         ok &= dense == general && paged == general && d64 == general && band64 == general20 &&
               band128 == general20 && paged128_20 == general20 && four64 == general64 && four128 == general128 &&
-              four256 == general256;
+              four256 == general256 && q4_b4 == q4_general(4, 8192) && q4_b1_1k == q4_general(1, 1024);
     std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, bound %d, dense d128 %d, d256 %d, d64 %d, "
                 "paged d128 %d, d64 %d; b=20 general %d, dense d64 %d, d128 %d, paged d128 %d, d64 %d; "
                 "b=64 8k dense d128 %d (1k %d), paged %d, bound %d; b=128 %d (general %d), b=256 %d (%d), b=100 %d, "
-                "b=20000 %d %s\n",
+                "b=20000 %d; 4 queries b=4 8k %d (general %d, paged %d, d64 %d), b=1 1k %d, 8k %d %s\n",
                 gbps, sms, general, bound, dense, d256, d64, paged, paged64, general20, band64, band128, paged128_20,
                 paged20, four64, short64, paged64_128, bound64, four128, general128, four256, general256, six100, huge,
-                ok ? "ok" : "FAIL");
+                q4_b4, q4_general(4, 8192), q4_b4_paged, q4_b4_d64, q4_b1_1k, q4_b1, ok ? "ok" : "FAIL");
     return ok;
 }
 
@@ -944,6 +954,15 @@ int main()
                                                        100, 2900, 65, 1024}, 3000, 4, 0, 1, 94);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4", {3000, 5, 900}, 3000, 4, 0, 3, 60);
     ok &= ragged_case("ragged splitkv causal sq=3 splits=4 page=16", {3000, 5, 900}, 3000, 4, 16, 3, 61);
+    // four queries (16 rows per tile: the transposed step of two 8-row tiles on sm_90): the heuristic, warps of one
+    // CTA, a cluster of 8, the split grid, pages, head dim 64
+    for (auto [splits, page, d] : {std::tuple{0, 0, 128}, std::tuple{4, 0, 128}, std::tuple{8, 16, 128},
+                                   std::tuple{16, 0, 128}, std::tuple{0, 32, 64}, std::tuple{6, 0, 64}})
+    {
+        char name[96];
+        std::snprintf(name, sizeof(name), "ragged splitkv causal sq=4 splits=%d page=%d d=%d", splits, page, d);
+        ok &= ragged_case(name, {3000, 4, 1500, 2999}, 3000, splits, page, 4, 65 + splits + page, d);
+    }
     ok &= ragged_case("ragged splitkv key counts past the cache", {3000, 1, 700, 3000}, 3000, 0, 0, 1, 62, 128, 5000);
     ok &= ragged_case("ragged splitkv key counts past the cache page=16", {3000, 1, 700, 3000}, 3000, 3, 16, 1, 63, 128,
                       1 << 24);
