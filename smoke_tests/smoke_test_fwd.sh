@@ -7,7 +7,7 @@
 #   smoke_test_fwd: N passed, M failed, K skipped (not supported yet), T s
 # then the failing command lines; exits non-zero on any failure. A run passes when it exits 0 with "valid:y". With -s
 # AITER's own split-kv values are added to its matrix (num_splits {2,3}, page_block_size 128, cache_batch_idx 1),
-# which multiplies it by 12 (~41,000 runs); the splitkv section covers the same options in ~900 runs.
+# which multiplies it by 12 (~41,000 runs); the splitkv section covers the same options in ~1100 runs.
 #
 # Usage: bash smoke_tests/smoke_test_fwd.sh [-s] [-j N] [-o LOGDIR] [-m matrix|extra|splitkv|all] [benchmark_mha_fwd]
 #   -j N   parallel invocations (default: nproc, at most 16); each creates its own CUDA context
