@@ -203,7 +203,7 @@ def main():
             bshd = int(a.layout == "bshd")
             step = lambda: lib.decode_step_q(*ptrs, b, 32, 8, sq, L, 128, 0, bshd, ctypes.c_void_p(stream))  # noqa
             if step() != 0:
-                raise SystemExit(f"b={b} L={L}: decode_step_layout failed")
+                raise SystemExit(f"b={b} L={L}: decode_step_q failed")
             err = (o.float() - best_out.float()).abs().max().item() if best_out is not None else 0.0
             if not err < 2e-2:  # NaN fails too
                 raise SystemExit(f"b={b} L={L}: max |ours - SDPA {best[1]}| = {err}")
