@@ -334,10 +334,11 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 //   4096+ keys b=100 -> 6, b=128 -> 4 (the wave rule's 2), b=256 -> 4 (its 1), b=16384 and up -> its 1 (batch x
 //   splits stays within the grid's 65535); dense
 //   d256 b=12 -> 3, b=14 -> 2, b=17 to 22 -> 2; dense d64 b=9 to 12 -> 8, b=13 -> 7, b=14 to 16 -> 6.
-//   Tiles of 9 to 16 rows (e.g. 3 or 4 queries of a speculative-decode step, 4 query heads per KV head), head dim
-//   128, dense or paged: at most 8 splits (one cluster's) where the general rule gives more and either the cache has at most 32
-//   blocks (1k keys) or 8 splits put 1.5 or more CTAs on each SM: 4 queries, 32 / 8 heads, b=4 -> 32 CTAs -> 8
-//   (general 16), b=6 -> 8 (11), b=1 / b=2 with 1k keys -> 8 (32), b=1 with 8k keys keeps 64.
+// - On any sm_90 GPU, tiles of 9 to 16 rows (e.g. 3 or 4 queries of a speculative-decode step, 4 query heads per KV
+//   head) at head dim 128, dense or paged: at most 8 splits (one cluster's) where the rules above give more and
+//   either the cache has at most 32 blocks (1k keys) or 8 splits put 1.5 or more CTAs on each SM (2.5 at 4 TB/s and
+//   up): 4 queries, 32 / 8 heads, H100: b=4 -> 32 CTAs -> 8 (general 16), b=6 -> 8 (11), b=1 / b=2 with 1k keys -> 8
+//   (32), b=1 with 8k keys keeps 64; H200: b=4 keeps 16 past 1k keys, b=6 -> 8.
 // The six-argument form sees neither the head dims nor the cache, so it returns the largest count any of them takes
 // (the general rule's, or the head-dim-64 or head-dim-128 rule's where that is more): partial buffers sized by it
 // fit any call of that shape. The nine-argument form returns exactly what a call with those head dims and a paged (block table) or

@@ -615,16 +615,22 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
             }
         }
         // Tiles of 9 to 16 rows (3 or 4 queries of 4 packed heads: a speculative-decode step, on the transposed step
-        // of 16 rows) read best with at most a cluster's 8 splits, merged in it, instead of more merged in the split
-        // grid, where 8 splits put 1.5 or more warps on each SM or the cache is at most 32 blocks (1k keys). H100, 4
-        // queries of 32 query / 8 KV heads, d128, KV GB/s at 1k / 4k / 16k keys, general -> 8 splits: b=4 (16)
-        // 824 / 1874 / 2684 -> 1083 / 2157 / 2715, b=6 (11) 1021 / 2090 / 2755 -> 1422 / 2352 / 2807, 1k: b=1 (32)
-        // 265 -> 283, b=2 (32) 466 -> 560, b=3 (16) 695 -> 834; longer caches of fewer tiles keep the general count
-        // (b=1 4k / 16k 814 / 1855 against 573 / 801, b=2 16k 2341 against 1594, b=3 16k 2442 against 2357).
-        // Paged caches too (pages of 16 / 128, general -> 8 splits): b=4 1k / 4k / 16k 815 / 1837 / 2626 -> 1028 /
-        // 2040 / 2678 and 815 / 1808 / 2648 -> 1055 / 2016 / 2726, b=6 1k 999 -> 1367, b=2 1k 456 -> 534.
-        if (rules.three_warps && rows > 8 && general > kClusterMergeMaxSplits && lean_decode_gpu() &&
-            (n_blocks <= 32 || ctas * kClusterMergeMaxSplits * 2 >= int64_t(sms) * 3))
+        // of 16 rows, sm_90) read best with at most a cluster's 8 splits, merged in it, instead of more merged in the
+        // split grid, where the cache is at most 32 blocks (1k keys) or 8 splits put 1.5 or more split CTAs on each
+        // SM (2.5 on H200-class GPUs). H100, 4 queries of 32 query / 8 KV heads, d128, KV GB/s at 1k / 4k / 16k keys,
+        // general -> 8 splits: b=4 (16) 824 / 1874 / 2684 -> 1083 / 2157 / 2715, b=6 (11) 1021 / 2090 / 2755 -> 1422
+        // / 2352 / 2807, 1k: b=1 (32) 265 -> 283, b=2 (32) 466 -> 560, b=3 (16) 695 -> 834; longer caches of fewer
+        // tiles keep the general count (b=1 4k / 16k 814 / 1855 against 573 / 801, b=2 16k 2341 against 1594, b=3 16k
+        // 2442 against 2357). Paged caches too (pages of 16 / 128): b=4 1k / 4k / 16k 815 / 1837 / 2626 -> 1028 /
+        // 2040 / 2678 and 815 / 1808 / 2648 -> 1055 / 2016 / 2726, b=6 1k 999 -> 1367, b=2 1k 456 -> 534. H200
+        // (GPU-757fcf72, the same shapes): b=4 16k 3558 -> 3124 (paged 16 3568 -> 2731) and 4k 2288 -> 2271, hence
+        // its 2.5, while b=6 1k / 4k / 16k 1153 / 2569 / 3787 -> 1609 / 3014 / 3997 (paged 1118 / 2574 / 3711 ->
+        // 1518 / 3028 / 3932) and 1k b=1 / 2 / 3 / 4 265 / 486 / 731 / 903 -> 296 / 579 / 852 / 1110 (paged +4 to
+        // +18%).
+        if (const double gbps = sm90_dram_peak_gbps();
+            rules.three_warps && rows > 8 && general > kClusterMergeMaxSplits && gbps > 0.0 &&
+            (n_blocks <= 32 ||
+             ctas * kClusterMergeMaxSplits * 2 >= int64_t(sms) * (gbps < kLeanDecodeMaxGbps ? 3 : 5)))
             return decode_splits(int(ctas), n_blocks, int(kClusterMergeMaxSplits * ctas));
         return general;
     }

@@ -864,7 +864,7 @@ bool split_rule_case()
     };
     auto q4_general = [&](int b, int keys) { return q4(b, keys, 96, true); };
     const int q4_b4 = q4(4, 8192, 128, false), q4_b1_1k = q4(1, 1024, 128, false), q4_b1 = q4(1, 8192, 128, false);
-    const int q4_b4_paged = q4(4, 8192, 128, true), q4_b4_d64 = q4(4, 8192, 64, false);
+    const int q4_b4_paged = q4(4, 8192, 128, true), q4_b4_d64 = q4(4, 8192, 64, false), q4_b6 = q4(6, 8192, 128, false);
     const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
     const bool lean = major == 9 && gbps < 4000.0;
     bool ok = dense96 == general && paged64 == general && bound == std::max({general, d64, dense}) &&
@@ -880,18 +880,21 @@ bool split_rule_case()
         ok &= general == 5 && dense == 5 && d256 == 3 && paged == 5 && d64 >= 6 && d64 <= 8 && general20 == 3 &&
               band64 == 2 && band128 == 3 && paged128_20 == 3 && four64 == 4 && short64 == 1 && paged64_128 == 1 &&
               general128 == 2 && four128 == 4 && general256 == 1 && four256 == 4 && six100 == 6 && q4_b4 == 8 &&
-              q4_general(4, 8192) == 16 && q4_b1_1k == 8 && q4_general(1, 1024) == 32 && q4_b1 == 64;
+              q4_general(4, 8192) == 16 && q4_b1_1k == 8 && q4_general(1, 1024) == 32 && q4_b1 == 64 && q4_b6 == 8;
     else if (!lean)
         ok &= dense == general && paged == general && d64 == general && band64 == general20 &&
               band128 == general20 && paged128_20 == general20 && four64 == general64 && four128 == general128 &&
-              four256 == general256 && q4_b4 == q4_general(4, 8192) && q4_b1_1k == q4_general(1, 1024);
+              four256 == general256 && q4_b1 == q4_general(1, 8192) &&
+              (major == 9 && sms == 132 ? q4_b4 == 16 && q4_b1_1k == 8 && q4_b6 == 8
+                                        : major != 9 ? q4_b4 == q4_general(4, 8192) && q4_b1_1k == q4_general(1, 1024)
+                                                     : true);
     std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, bound %d, dense d128 %d, d256 %d, d64 %d, "
                 "paged d128 %d, d64 %d; b=20 general %d, dense d64 %d, d128 %d, paged d128 %d, d64 %d; "
                 "b=64 8k dense d128 %d (1k %d), paged %d, bound %d; b=128 %d (general %d), b=256 %d (%d), b=100 %d, "
-                "b=20000 %d; 4 queries b=4 8k %d (general %d, paged %d, d64 %d), b=1 1k %d, 8k %d %s\n",
+                "b=20000 %d; 4 queries b=4 8k %d (general %d, paged %d, d64 %d), b=6 %d, b=1 1k %d, 8k %d %s\n",
                 gbps, sms, general, bound, dense, d256, d64, paged, paged64, general20, band64, band128, paged128_20,
                 paged20, four64, short64, paged64_128, bound64, four128, general128, four256, general256, six100, huge,
-                q4_b4, q4_general(4, 8192), q4_b4_paged, q4_b4_d64, q4_b1_1k, q4_b1, ok ? "ok" : "FAIL");
+                q4_b4, q4_general(4, 8192), q4_b4_paged, q4_b4_d64, q4_b6, q4_b1_1k, q4_b1, ok ? "ok" : "FAIL");
     return ok;
 }
 
