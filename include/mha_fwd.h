@@ -291,6 +291,10 @@ struct mha_batch_prefill_args
     drop_seed_offset_t drop_seed_offset;
 };
 
+// With GQA / MQA and up to 64 (query, head) rows per KV head (max_seqlen_q x nhead_q / nhead_k: decode and
+// speculative-decode steps), and no bias, ALiBi, sink logits or dropout, mha_fwd runs the split-KV tiles with one
+// split, the query heads of a KV head packed into one tile so that K and V are read once per KV head: the 16-row
+// decode tile up to 16 rows, the 64 x 64 tile above (the kernel name says which).
 __attribute__((visibility("default"))) float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s);
 
 __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_args args,
@@ -305,7 +309,11 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 // Not in AITER: the split count mha_fwd_splitkv uses for num_splits = 0, so a caller can size lse_acc / o_acc
 // ([num_splits, batch, nhead_q, max_seqlen_q(, hdim_v)] fp32; group mode [num_splits, nhead_q, total_q(, hdim_v)]).
 // Query heads sharing a KV head are packed into one CTA (unless bias_type != 0); up to 16 packed rows run on the
-// decode tile (32-key blocks, 6 CTAs per SM), more on the 64 x 64 prefill tile (64-key blocks, 2 per SM).
+// decode tile (32-key blocks, 6 CTAs per SM), more on the 64 x 64 prefill tile (64-key blocks, 2 per SM), except on
+// sm_90 GPUs at head dims up to 128 for 17 to 64 rows (a speculative-decode step of 5 to 16 queries of 4 packed
+// heads): those run on the decode tile in 16-row blocks (a CTA per block and split) where the decode tile's count
+// below splits the keys into ranges of at most 4096 keys (two blocks: 17 to 32 rows) or 512 (three or four), and
+// take that count; elsewhere the prefill tile's. A given num_splits > 1 picks the tile by the same ranges.
 // - Decode tile, CTAs within one wave (SMs x 6 resident): splits = SMs x 4 / CTAs, at most 128 and the key blocks,
 //   then the fewest splits with the same key blocks per split. The kernel is memory-bound and about four one-warp
 //   CTAs per SM already read at full bandwidth; fewer splits mean less partial traffic.

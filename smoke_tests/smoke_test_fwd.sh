@@ -226,6 +226,20 @@ gen_splitkv() {
     echo "-prec=$prec -mode=1 -b=3 -h=32 -h_k=8 -s=3,4,2 -s_k=900,17,2000 -num_splits=0 -page_block_size=16 -mask=b -lse=1 $t"
     echo "-prec=$prec -b=4 -h=32 -h_k=8 -s=4 -s_k=1024 -num_splits=0 -lse=1 $t"
     echo "-prec=$prec -b=1 -h=32 -h_k=8 -s=3 -s_k=8192 -num_splits=0 -mask=b -cache_batch_idx=1 -lse=1 $t"
+    # 17 to 64 rows split short over the keys: the decode tile's 16-row blocks on sm_90 (5 to 16 queries of 4 packed
+    # heads, 24 heads of one KV head, 40 queries of one head with ALiBi), a last block of 4 rows, warps of one CTA, a
+    # cluster of 8, the split grid, pages, group mode, the other layout; and splits past the rule's length (the 64 x
+    # 64 tile)
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=8 -s_k=3000 -num_splits=4 -lse=1 $t"
+    echo "-prec=$prec -b=3 -h=32 -h_k=8 -s=5 -s_k=2049 -num_splits=8 -mask=b -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=16 -s_k=1500 -num_splits=12 -mask=b:300,0,4 -logits_soft_cap=20 -iperm=0 -operm=0 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=48 -h_k=2 -s=1 -s_k=999 -num_splits=3 -mask=b:100,0 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=8 -h_k=8 -s=40 -s_k=1800 -num_splits=5 -mask=b -bias=a -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=6 -s_k=700 -num_splits=6 -d=64 -mask=b -page_block_size=16 -lse=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=32 -h_k=8 -s=8,5,2 -s_k=900,17,2000 -num_splits=0 -page_block_size=16 -mask=b -lse=1 $t"
+    echo "-prec=$prec -b=4 -h=32 -h_k=8 -s=8 -s_k=1024 -num_splits=0 -lse=1 $t"
+    echo "-prec=$prec -b=1 -h=32 -h_k=8 -s=12 -s_k=8192 -num_splits=0 -mask=b -cache_batch_idx=1 -lse=1 $t"
+    echo "-prec=$prec -b=2 -h=32 -h_k=8 -s=16 -s_k=6000 -num_splits=2 -lse=1 $t"
     # and from paged caches (block tables, per-batch key counts): grid splits, warp splits, pages past a block
     echo "-prec=$prec -b=1 -h=32 -h_k=8 -s=1 -s_k=4096 -num_splits=0 -page_block_size=16 -lse=1 $t"
     echo "-prec=$prec -b=16 -h=32 -h_k=8 -s=1 -s_k=2048 -num_splits=0 -page_block_size=64 -iperm=0 -operm=0 -lse=1 $t"

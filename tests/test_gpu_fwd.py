@@ -183,6 +183,17 @@ def test_random_shapes(cfg):
     run_and_check(DTYPES[cfg["dt"]], cfg["d"], cfg["mask"], cfg["sq"], cfg["sk"], cfg["hk"], b=cfg["b"], h=cfg["h"])
 
 
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("mask", list(MASKS))
+@pytest.mark.parametrize("sq, sk, d", [(5, 300, 128), (8, 1000, 64), (16, 77, 128), (8, 3, 128)])
+def test_spec_decode_packed(dt, mask, sq, sk, d):
+    """5 to 16 queries of 4 query heads per KV head (17 to 64 rows per KV head): the four heads packed into one
+    64 x 64 split-KV tile with one split, K and V read once per KV head."""
+    run_and_check(DTYPES[dt], d, mask, sq, sk, 8, b=3, h=32)
+    name = aiter_mha.last_kernel_name()
+    assert "splitkv" in name and "b64x64" in name, name
+
+
 @pytest.mark.parametrize("mask_type, left, right, sq, sk", [
     (1, 32, 16, 200, 300),
     (2, 64, 0, 300, 200),   # bottom-right with sq > sk: the first rows see nothing

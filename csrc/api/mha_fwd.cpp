@@ -310,16 +310,20 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
 
     std::string missing;
     // Decode shapes (the query heads of a KV head packed into <= 16 rows) run on the split-KV decode tile with one
-    // split: K and V are read once per KV head instead of once per query head. Per-head score terms (bias, ALiBi,
-    // sink logits) and dropout keep the prefill kernel.
+    // split, and speculative-decode steps of 17 to 64 packed rows on its 64 x 64 prefill tile: K and V are read once
+    // per KV head instead of once per query head. Per-head score terms (bias, ALiBi, sink logits) and dropout keep
+    // the prefill kernel. H200 (GPU-4b89e5a0), 32 query / 8 KV heads, d128, bf16, KV GB/s, the prefill kernel (a
+    // 128-row tile per query head, K and V read four times) -> the packed tile: 8 queries b=32 1k / 8k / 32k 645 /
+    // 721 / 729 -> 2875 / 3539 / 3960, b=64 663 / 726 / 732 -> 3055 / 3788 / 4006, b=8 597 / 702 / 723 -> 1063 /
+    // 1402 / 1450, b=1 111 / 135 / 138 -> 136 / 176 / 182; 5 and 16 queries alike (b=64 8k 726 -> 3799 / 3757).
     const int max_q = args.is_group_mode ? args.max_seqlen_q : args.seqlen_q;
     const int pack  = pack_ratio(args.nhead_q, args.nhead_k, args.bias_type, max_q);
     if (pack > 1 && !has_dropout(args) && !(args.has_sink && args.sink_ptr) && !args.v3_api_check &&
-        int64_t(max_q) * pack <= kDecodeBlockM)
+        int64_t(max_q) * pack <= kPrefillBlockM)
     {
         std::string ignored;
         if (const FwdInstance* dec = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdFull, ignored, true,
-                                                   kDecodeBlockM))
+                                                   split_block_m(int64_t(max_q) * pack)))
         {
             int cc = 0;
             if (current_cc(cc).empty() && arch_built(cc) && smem_unfit(dec->name, dec->smem_bytes).empty())
@@ -573,14 +577,16 @@ SplitRules split_rules(int hdim_q, int hdim_v, bool paged)
     return r;
 }
 
+// block_m: the split tile's height (0: split_block_m's, by the rows; kDecodeBlockM for the row blocks of a
+// speculative-decode step, spec_decode_rows below)
 int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k, int bias_type,
-                   SplitRules rules = SplitRules{})
+                   SplitRules rules = SplitRules{}, int block_m = 0)
 {
     if (batch < 1 || nhead_q < 1 || nhead_k < 1 || nhead_q % nhead_k || max_seqlen_q < 1 || max_seqlen_k < 1)
         return 1;
     const int pack  = pack_ratio(nhead_q, nhead_k, bias_type, max_seqlen_q);
     const int64_t rows = int64_t(max_seqlen_q) * pack;
-    const int bm = split_block_m(rows);
+    const int bm = block_m > 0 ? block_m : split_block_m(rows);
     const int64_t ctas = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * ((rows + bm - 1) / bm);
     const bool decode = bm == kDecodeBlockM;
     const int bn = decode ? kDecodeBlockN : kPrefillBlockN;
@@ -642,6 +648,63 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
         int64_t(batch) * 4 <= kMaxGridYZ && lean_decode_gpu())
         return decode_splits(1, n_blocks, 4);
     return waves;
+}
+
+// Speculative-decode steps of 17 to kSpecDecodeMaxRows packed rows per KV head (5 to 16 queries of 4 query heads per
+// KV head; 17 to 64 queries without packing) split over the keys run on the decode tile in 16-row blocks, one CTA
+// per row block and split, each the transposed step of 16 rows (fwd_kernel<Kt, 2>), instead of on the 64 x 64
+// prefill tile, where each split's keys are short: the row blocks of a split read the same K / V blocks at about the
+// same time, so the DRAM reads them once and the L2 serves the others, but that L2 traffic (two to four times the
+// DRAM's) caps them below what the prefill tile reaches on long splits. sm_90 GPUs and head dims up to 128 (the
+// transposed step's instances). Measured on an H200 (GPU-7c520d74; 32 query / 8 KV heads, d128, bhsd, KV GB/s,
+// benchmark_mha_fwd with the L2 flushed, prefill tile -> row blocks at the same or the decode tile's split count):
+// - two row blocks (8 queries): b=1 1k / 8k / 32k / 128k 249 / 1258 / 2309 / 2942 -> 291 / 1324 / 2486 / 3118; b=4
+//   1k / 2k / 8k / 32k 702 / 1178 / 2232 / 2841 -> 1061 / 1622 / 2592 / 3136, 128k (16k keys per split) 3729 ->
+//   3445; b=8 2k / 8k 1850 / 2895 -> 2313 / 3080, 32k (8k per split) 3445 -> 3388; b=16 1k / 2k / 8k 1633 / 2267 /
+//   3096 -> 2253 / 2738 / 3213, 32k / 128k 3677 / 3968 -> 3465 / 3542. 5 and 6 queries alike (b=16 32k 3733 -> 3468);
+// - three or four row blocks (12 or 16 queries): 1k b=1 212 / 168 -> 285 / 282, b=4 565 / 462 -> 882 / 875, b=16
+//   1392 / 1202 -> 1972 / 1251; 2k b=1 342 / 276 -> 390 / 412, b=4 1042 / 909 -> 1158 / 1165, b=16 (1k per split)
+//   2036 / 1832 -> 2344 / 1452; 4k b=1 613 / 509 -> 663 / 658, b=4 (800-1000 per split) 1539 / 1392 -> 1414 / 1405,
+//   b=16 2572 / 2410 -> 2519 / 1575; 8k b=4 2104 / 1973 -> 1577 / 1566.
+// Hence row blocks up to kSpecRowBlockKeys2 keys per split for two of them, kSpecRowBlockKeys4 for three or four.
+constexpr int kSpecDecodeMaxRows = 64;
+constexpr int kSpecRowBlockKeys2 = 4096, kSpecRowBlockKeys4 = 512;
+
+bool spec_decode_rows(int64_t rows, int hdim_q, int hdim_v)
+{
+    return rows > kDecodeBlockM && rows <= kSpecDecodeMaxRows && hdim_q <= 128 && hdim_v <= 128 &&
+           sm90_dram_peak_gbps() > 0.0;
+}
+
+// Whether `splits` splits of a `max_k`-key cache are short enough for the row blocks of a `rows`-row tile (above).
+bool spec_row_blocks_pay(int64_t rows, int max_k, int splits)
+{
+    if (splits < 2)
+        return false;
+    const int64_t blocks = (int64_t(max_k) + kDecodeBlockN - 1) / kDecodeBlockN;
+    const int64_t keys   = (blocks + splits - 1) / splits * kDecodeBlockN;
+    return keys <= ((rows + kDecodeBlockM - 1) / kDecodeBlockM <= 2 ? kSpecRowBlockKeys2 : kSpecRowBlockKeys4);
+}
+
+struct SplitChoice
+{
+    int splits;
+    int block_m; // the split tile's height: kDecodeBlockM or kPrefillBlockM
+};
+
+// num_splits = 0 resolved for a call (mha_fwd_splitkv, the nine-argument mha_fwd_splitkv_num_splits), with the tile
+// it runs on: the decode tile's row blocks for a speculative-decode step where that tile's rules split it, else the
+// tile and count by the rows.
+SplitChoice resolve_splits(int batch, int nhead_q, int nhead_k, int max_q, int max_k, int bias_type, int hdim_q,
+                           int hdim_v, bool paged)
+{
+    const SplitRules rules = split_rules(hdim_q, hdim_v, paged);
+    const int64_t rows = int64_t(max_q) * pack_ratio(nhead_q, nhead_k, bias_type, max_q);
+    if (batch >= 1 && max_q >= 1 && spec_decode_rows(rows, hdim_q, hdim_v))
+        if (const int s = num_splits_for(batch, nhead_q, nhead_k, max_q, max_k, bias_type, rules, kDecodeBlockM);
+            spec_row_blocks_pay(rows, max_k, s))
+            return {s, kDecodeBlockM};
+    return {num_splits_for(batch, nhead_q, nhead_k, max_q, max_k, bias_type, rules), split_block_m(rows)};
 }
 
 // The decode ring's schedule (SplitParams::ring_flags, fwd_kernel.cuh) for a split-KV call of `tiles` tiles of
@@ -802,7 +865,10 @@ aiter::mha_fwd_args fwd_args_of(const aiter::mha_batch_prefill_args& a, const st
 }
 
 // Checks shared by both entry points once the forward checks passed; launches the kSplit instance.
-float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, const ck_tile::stream_config& s)
+// block_m: the split tile's height (kDecodeBlockM or kPrefillBlockM); a build without the decode instance runs a
+// speculative-decode step's rows on the prefill tile.
+float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, const ck_tile::stream_config& s,
+                int block_m)
 {
     const std::string who = api;
     if (std::string why = unsupported_feature(f); !why.empty())
@@ -819,9 +885,11 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
                     str(int64_t(p.batch) * p.split.num_splits));
     std::string missing;
     const int max_q = f.is_group_mode ? f.max_seqlen_q : f.seqlen_q;
-    const int bm = split_block_m(int64_t(max_q) * p.split.pack_ratio);
     const FwdInstance* in =
-        find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, kFwdFull, missing, true, bm);
+        find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, kFwdFull, missing, true, block_m);
+    if (in == nullptr && block_m == kDecodeBlockM && int64_t(max_q) * p.split.pack_ratio > kDecodeBlockM)
+        in = find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, kFwdFull, missing, true,
+                           kPrefillBlockM);
     if (in == nullptr)
         return fail(who + ": no split-KV kernel for dtype=" + f.data_type + " hdim_q=" + str(f.hdim_q) +
                     " hdim_v=" + str(f.hdim_v) + ": " + missing);
@@ -859,18 +927,22 @@ int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seql
 {
     // the general rule's count, or the head-dim-64 fill's or head-dim-128 rule's where those take more: every rule's
     // count is at most this
-    return std::max({mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type),
-                     mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
-                                         mha::split_rules(64, 64, false)),
-                     mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
-                                         mha::split_rules(128, 128, false))});
+    int most = 0;
+    for (const int bm : {0, mha::kDecodeBlockM}) // by the rows, and a speculative-decode step's row blocks
+        most = std::max({most, mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
+                                                   mha::SplitRules{}, bm),
+                         mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
+                                             mha::split_rules(64, 64, false), bm),
+                         mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
+                                             mha::split_rules(128, 128, false), bm)});
+    return most;
 }
 
 int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int max_seqlen_k,
                                int bias_type, int hdim_q, int hdim_v, bool paged)
 {
-    return mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
-                               mha::split_rules(hdim_q, hdim_v, paged));
+    return mha::resolve_splits(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type, hdim_q, hdim_v, paged)
+        .splits;
 }
 
 float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& stream_config,
@@ -915,11 +987,21 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
 
     int splits = args.num_splits;
     const int max_q = is_group_mode ? args.max_seqlen_q : args.seqlen_q;
-    if (splits == 0)
-        splits = (args.lse_acc_ptr && args.o_acc_ptr)
-                     ? num_splits_for(args.batch, args.nhead_q, args.nhead_k, max_q, args.seqlen_k, int(bias_type),
-                                      split_rules(args.hdim_q, args.hdim_v, paged))
-                     : 1;
+    const int64_t tile_rows = int64_t(max_q) * pack_ratio(args.nhead_q, args.nhead_k, int(bias_type), max_q);
+    int block_m = 0;
+    if (splits == 0 && args.lse_acc_ptr && args.o_acc_ptr)
+    {
+        const SplitChoice c = resolve_splits(args.batch, args.nhead_q, args.nhead_k, max_q, args.seqlen_k,
+                                             int(bias_type), args.hdim_q, args.hdim_v, paged);
+        splits = c.splits, block_m = c.block_m;
+    }
+    else if (splits == 0)
+        splits = 1;
+    if (block_m == 0) // a given count: the decode tile's row blocks for a speculative-decode step split short
+        block_m = spec_decode_rows(tile_rows, args.hdim_q, args.hdim_v) &&
+                          spec_row_blocks_pay(tile_rows, args.seqlen_k, splits)
+                      ? kDecodeBlockM
+                      : split_block_m(tile_rows);
     if (splits > 1)
     {
         if (args.lse_acc_ptr == nullptr || args.o_acc_ptr == nullptr || !aligned(args.lse_acc_ptr, 4) ||
@@ -960,6 +1042,7 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     sp.pack_ratio = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type), max_q);
     const int64_t rows  = int64_t(max_q) * sp.pack_ratio; // a tile's rows, and the tiles of the grid
     const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
+    const int64_t row_blocks = (rows + block_m - 1) / block_m; // CTAs per tile and split
     sp.ring_flags = ring_flags_for(tiles, splits, rows, paged, args.hdim_q, args.hdim_v,
                                    args.stride_k == args.hdim_q && args.stride_v == args.hdim_v,
                                    args.nhead_stride_k == args.hdim_q && args.nhead_stride_v == args.hdim_v,
@@ -979,22 +1062,23 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         const char* merge_env = std::getenv("MHA_SPLITKV_MERGE");
         const std::string merge = merge_env ? merge_env : "";
         std::string no_grid_merge =
-            split_block_m(rows) != kDecodeBlockM ? "not a decode tile (more than 16 rows per KV head)"
+            block_m != kDecodeBlockM ? "not a decode tile (more than 16 rows per KV head, unsplit or past 64)"
             : splits <= kClusterMergeMaxSplits  ? "8 splits or fewer merge in a thread-block cluster"
-            : tiles * splits > int64_t(kDecodeCtasPerSm) * sm_count() ? "more split CTAs than fit on the GPU at once"
+            : tiles * row_blocks * splits > int64_t(kDecodeCtasPerSm) * sm_count()
+                ? "more split CTAs than fit on the GPU at once"
             : !aligned(args.o_acc_ptr, 16) || args.hdim_v % 4 || args.stride_o_acc % 4 ||
                     args.nhead_stride_o_acc % 4 || args.split_stride_o_acc % 4 ||
                     (!is_group_mode && args.batch_stride_o_acc % 4)
                 ? "o_acc_ptr is not 16-byte aligned or an o_acc stride / hdim_v is not a multiple of 4"
                 : "";
         if (no_grid_merge.empty() && merge != "combine" &&
-            (sp.merge_counters = merge_counters_for(args.o_acc_ptr, stream_config.stream_id_, tiles)) == nullptr)
+            (sp.merge_counters = merge_counters_for(args.o_acc_ptr, stream_config.stream_id_, tiles * row_blocks)) == nullptr)
             no_grid_merge = "no arrival counters left for a new (o_acc, stream) pair";
         if (merge == "grid" && !no_grid_merge.empty())
             return fail(who + ": MHA_SPLITKV_MERGE=grid, but the splits cannot merge inside the split grid: " +
                         no_grid_merge);
     }
-    return run_split(who.c_str(), f, p, stream_config);
+    return run_split(who.c_str(), f, p, stream_config, block_m);
 }
 
 float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_config& stream_config,
@@ -1033,7 +1117,8 @@ float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_confi
     p.split.pack_ratio = f.p_drop > 0.f ? 1
                                         : pack_ratio(args.nhead_q, args.nhead_k, int(bias_type),
                                                      is_group_mode ? args.max_seqlen_q : args.seqlen_q);
-    return run_split(who.c_str(), f, p, stream_config);
+    return run_split(who.c_str(), f, p, stream_config,
+                     split_block_m(int64_t(is_group_mode ? args.max_seqlen_q : args.seqlen_q) * p.split.pack_ratio));
 }
 
 } // namespace aiter

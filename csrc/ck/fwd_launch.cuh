@@ -124,11 +124,13 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 // b=4 704 / 2238 / 2814 -> 834 / 2322 / 2848, b=16 2041 / 2908 / 3046 -> 2135 / 2960 / 3042; one
                 // split (b=64) 2784 / 3055 -> 2722 / 3037, so an unsplit tile of more than 8 rows keeps the 16-row
                 // step, as do head dims above 128 (two N tiles of O accumulators would not fit the registers).
+                // Tiles of more rows split over the keys (a speculative-decode step the host put on this tile,
+                // mha_fwd.cpp: spec_decode_rows) take it per 16-row block, a CTA per block (grid.x).
                 auto ring_kernel = kernel;
                 const int n = p.split.num_splits;
                 const int64_t rows = int64_t(p.max_seqlen_q) * p.split.pack_ratio;
-                constexpr bool kRows16 = Kt::kHeadDim <= 128 && Kt::kHeadDimV <= 128;
-                if (MHA_DECODE_T && (rows <= 8 || (kRows16 && rows <= 16 && n > 1)) &&
+                constexpr bool kRows16 = Kt::kHeadDim <= 128 && Kt::kHeadDimV <= 128 && Kt::kBlockM == 16;
+                if (MHA_DECODE_T && (rows <= 8 || (kRows16 && n > 1)) &&
                     !(Kt::kDropout && p.drop.enabled))
                 {
                     if constexpr (kRows16)

@@ -290,8 +290,9 @@ bool bigpool_case()
 // reading any of them shows. Q / O [b, sq, h, d]; bottom-right causal when sq > 1.
 // over > 0: sequences filling the cache get cap + over as their key count (device data past the cache: it clamps to
 // cap, and the reference sees cap keys)
+// tile: on an sm_90 GPU, a substring the split-KV call's kernel name must contain (its tile, e.g. "b16x32")
 bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, int page, int sq, uint32_t seed,
-                 int d = 128, int over = 0)
+                 int d = 128, int over = 0, const char* tile = nullptr)
 {
     const int b = int(lens.size()), h = 32, hk = 8;
     std::mt19937 g(seed);
@@ -381,10 +382,19 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     const float t2 = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false,
                                             sq > 1 ? mask_enum::mask_bottom_right : mask_enum::no_mask,
                                             bias_enum::no_bias, true);
+    const std::string kernel = t2 >= 0 ? aiter::mha_get_last_kernel_name() : "";
     CHECK(cudaDeviceSynchronize());
     bool ok = t1 >= 0 && t2 >= 0;
+    int dev = 0, major = 0;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     if (!ok)
         std::printf("%s FAIL: %s\n", name, aiter::mha_get_last_error());
+    else if (tile != nullptr && major == 9 && kernel.find(tile) == std::string::npos)
+    {
+        std::printf("%s FAIL: ran %s, expected a %s tile\n", name, kernel.c_str(), tile);
+        ok = false;
+    }
     else
         ok = compare(name, download(o1, on), download(o2, on), download(l1, size_t(h) * tq),
                      download(l2, size_t(h) * tq));
@@ -865,6 +875,10 @@ bool split_rule_case()
     auto q4_general = [&](int b, int keys) { return q4(b, keys, 96, true); };
     const int q4_b4 = q4(4, 8192, 128, false), q4_b1_1k = q4(1, 1024, 128, false), q4_b1 = q4(1, 8192, 128, false);
     const int q4_b4_paged = q4(4, 8192, 128, true), q4_b4_d64 = q4(4, 8192, 64, false), q4_b6 = q4(6, 8192, 128, false);
+    // eight queries (32 rows): on sm_90 the decode tile's count for its two 16-row blocks (b=4 8k: 64 CTAs per split,
+    // 8 splits of 1024 keys) where the prefill tile's rule gives 7 on 132 SMs
+    const int q8_b4 = aiter::mha_fwd_splitkv_num_splits(4, 32, 8, 8, 8192, 0, 128, 128, false);
+    const int q8_bound = aiter::mha_fwd_splitkv_num_splits(4, 32, 8, 8, 8192);
     const double gbps = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
     const bool lean = major == 9 && gbps < 4000.0;
     bool ok = dense96 == general && paged64 == general && bound == std::max({general, d64, dense}) &&
@@ -875,7 +889,9 @@ bool split_rule_case()
           paged128_20 <= bound20 && four64 <= bound64 && paged64_128 <= bound64 && four64 >= 1 && short64 >= 1 &&
           four128 <= bound128 && six100 == general100 && huge == general_huge && 20000 * huge <= 65535 &&
           q4_b4 <= q4_general(4, 8192) && q4_b1_1k <= q4_general(1, 1024) && q4_b1 == q4_general(1, 8192) &&
-          q4_b4_paged == q4_b4 && q4_b4_d64 == q4_general(4, 8192);
+          q4_b4_paged == q4_b4 && q4_b4_d64 == q4_general(4, 8192) && q8_b4 >= 1 && q8_b4 <= q8_bound;
+    if (major == 9 && sms == 132)
+        ok &= q8_b4 == 8;
     if (lean && sms == 132)
         ok &= general == 5 && dense == 5 && d256 == 3 && paged == 5 && d64 >= 6 && d64 <= 8 && general20 == 3 &&
               band64 == 2 && band128 == 3 && paged128_20 == 3 && four64 == 4 && short64 == 1 && paged64_128 == 1 &&
@@ -891,10 +907,12 @@ bool split_rule_case()
     std::printf("split rule (peak %.0f GB/s, %d SMs): b=12 8k general %d, bound %d, dense d128 %d, d256 %d, d64 %d, "
                 "paged d128 %d, d64 %d; b=20 general %d, dense d64 %d, d128 %d, paged d128 %d, d64 %d; "
                 "b=64 8k dense d128 %d (1k %d), paged %d, bound %d; b=128 %d (general %d), b=256 %d (%d), b=100 %d, "
-                "b=20000 %d; 4 queries b=4 8k %d (general %d, paged %d, d64 %d), b=6 %d, b=1 1k %d, 8k %d %s\n",
+                "b=20000 %d; 4 queries b=4 8k %d (general %d, paged %d, d64 %d), b=6 %d, b=1 1k %d, 8k %d; 8 queries "
+                "b=4 8k %d (bound %d) %s\n",
                 gbps, sms, general, bound, dense, d256, d64, paged, paged64, general20, band64, band128, paged128_20,
                 paged20, four64, short64, paged64_128, bound64, four128, general128, four256, general256, six100, huge,
-                q4_b4, q4_general(4, 8192), q4_b4_paged, q4_b4_d64, q4_b6, q4_b1_1k, q4_b1, ok ? "ok" : "FAIL");
+                q4_b4, q4_general(4, 8192), q4_b4_paged, q4_b4_d64, q4_b6, q4_b1_1k, q4_b1, q8_b4, q8_bound,
+                ok ? "ok" : "FAIL");
     return ok;
 }
 
@@ -965,6 +983,21 @@ int main()
         char name[96];
         std::snprintf(name, sizeof(name), "ragged splitkv causal sq=4 splits=%d page=%d d=%d", splits, page, d);
         ok &= ragged_case(name, {3000, 4, 1500, 2999}, 3000, splits, page, 4, 65 + splits + page, d);
+    }
+    // 5 to 16 queries (17 to 64 rows per tile): on sm_90 the decode tile's 16-row blocks where the splits are short
+    // (at most 4096 keys for two blocks, 512 for three or four: 3000 keys in 8 splits are 384 per split), else the
+    // 64 x 64 prefill tile; the heuristic, a cluster of 8, the split grid (16 splits, 3 x 8 tiles x 2 blocks), pages,
+    // a last row block of 4 rows (5 queries), head dim 64
+    for (auto [sq, splits, page, d, tile] :
+         {std::tuple{8, 0, 0, 128, "b16x32"}, std::tuple{8, 4, 16, 128, "b16x32"}, std::tuple{8, 16, 0, 128, "b16x32"},
+          std::tuple{5, 3, 128, 128, "b16x32"}, std::tuple{16, 8, 0, 128, "b16x32"}, std::tuple{12, 0, 16, 128, ""},
+          std::tuple{16, 4, 0, 128, "b64x64"}, std::tuple{8, 6, 32, 64, "b16x32"}})
+    {
+        char name[112];
+        std::snprintf(name, sizeof(name), "ragged splitkv causal sq=%d splits=%d page=%d d=%d", sq, splits, page, d);
+        const std::vector<int> spec_lens = splits == 16 ? std::vector<int>{3000, 16, 2999} :
+                                                          std::vector<int>{3000, 16, 1500, 2999};
+        ok &= ragged_case(name, spec_lens, 3000, splits, page, sq, 70 + sq + splits + page, d, 0, *tile ? tile : nullptr);
     }
     ok &= ragged_case("ragged splitkv key counts past the cache", {3000, 1, 700, 3000}, 3000, 0, 0, 1, 62, 128, 5000);
     ok &= ragged_case("ragged splitkv key counts past the cache page=16", {3000, 1, 700, 3000}, 3000, 3, 16, 1, 63, 128,
