@@ -667,8 +667,13 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
 //   2036 / 1832 -> 2344 / 1452; 4k b=1 613 / 509 -> 663 / 658, b=4 (800-1000 per split) 1539 / 1392 -> 1414 / 1405,
 //   b=16 2572 / 2410 -> 2519 / 1575; 8k b=4 2104 / 1973 -> 1577 / 1566.
 // Hence row blocks up to kSpecRowBlockKeys2 keys per split for two of them, kSpecRowBlockKeys4 for three or four.
+// On an H100 (GPU-14122fca, the same shapes, two passes) two row blocks lost with 8 splits of 2048 keys or more (b=4
+// 16k / 32k 2490 / 2761 -> 2085-2155 / 1844-1986, b=2 32k 2487 -> 1700, b=1 128k 2757 -> 2710) and won with 4 or
+// fewer splits of up to 4096 keys (b=8 8k / 16k 2513 / 2790 -> 2746 / 2905, b=16 8k 2726 -> 2903) or splits of up to
+// 1024 (b=1 8k / 32k 1184 / 2093 -> 1272 / 2245; b=4 8k even): on H100-class GPUs two row blocks take
+// kSpecRowBlockKeysLean keys per split, or kSpecRowBlockKeys2 with at most 4 splits.
 constexpr int kSpecDecodeMaxRows = 64;
-constexpr int kSpecRowBlockKeys2 = 4096, kSpecRowBlockKeys4 = 512;
+constexpr int kSpecRowBlockKeys2 = 4096, kSpecRowBlockKeys4 = 512, kSpecRowBlockKeysLean = 1024;
 
 bool spec_decode_rows(int64_t rows, int hdim_q, int hdim_v)
 {
@@ -683,7 +688,11 @@ bool spec_row_blocks_pay(int64_t rows, int max_k, int splits)
         return false;
     const int64_t blocks = (int64_t(max_k) + kDecodeBlockN - 1) / kDecodeBlockN;
     const int64_t keys   = (blocks + splits - 1) / splits * kDecodeBlockN;
-    return keys <= ((rows + kDecodeBlockM - 1) / kDecodeBlockM <= 2 ? kSpecRowBlockKeys2 : kSpecRowBlockKeys4);
+    if (rows > 2 * kDecodeBlockM)
+        return keys <= kSpecRowBlockKeys4;
+    if (lean_decode_gpu())
+        return keys <= kSpecRowBlockKeysLean || (splits <= 4 && keys <= kSpecRowBlockKeys2);
+    return keys <= kSpecRowBlockKeys2;
 }
 
 struct SplitChoice
@@ -693,17 +702,31 @@ struct SplitChoice
 };
 
 // num_splits = 0 resolved for a call (mha_fwd_splitkv, the nine-argument mha_fwd_splitkv_num_splits), with the tile
-// it runs on: the decode tile's row blocks for a speculative-decode step where that tile's rules split it, else the
-// tile and count by the rows.
+// it runs on: the decode tile's row blocks for a speculative-decode step where the count that tile's rules give it
+// splits the cache short enough (by the shape alone: a call given a count > 1 takes the same tile), else the tile
+// and count by the rows.
 SplitChoice resolve_splits(int batch, int nhead_q, int nhead_k, int max_q, int max_k, int bias_type, int hdim_q,
                            int hdim_v, bool paged)
 {
     const SplitRules rules = split_rules(hdim_q, hdim_v, paged);
-    const int64_t rows = int64_t(max_q) * pack_ratio(nhead_q, nhead_k, bias_type, max_q);
-    if (batch >= 1 && max_q >= 1 && spec_decode_rows(rows, hdim_q, hdim_v))
-        if (const int s = num_splits_for(batch, nhead_q, nhead_k, max_q, max_k, bias_type, rules, kDecodeBlockM);
-            spec_row_blocks_pay(rows, max_k, s))
-            return {s, kDecodeBlockM};
+    const int pack = pack_ratio(nhead_q, nhead_k, bias_type, max_q);
+    const int64_t rows = int64_t(max_q) * pack;
+    if (batch >= 1 && nhead_k >= 1 && max_q >= 1 && spec_decode_rows(rows, hdim_q, hdim_v))
+    {
+        // CTAs per split; only grids of one decode wave (b=64, 8 queries, 2 splits of row blocks: 2373 / 2752 at 1k
+        // / 8k on the H100 against 2551 / 3039 for one split of the prefill tile), and 2 splits where the rules give
+        // 1 and they fit (b=16 1k, 12 queries: 1283 -> 1946 on the H100, 1403 -> 1972 on the H200)
+        const int64_t ctas = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * ((rows + kDecodeBlockM - 1) / kDecodeBlockM);
+        const int64_t wave = int64_t(kDecodeCtasPerSm) * sm_count();
+        if (ctas <= wave)
+        {
+            int s = num_splits_for(batch, nhead_q, nhead_k, max_q, max_k, bias_type, rules, kDecodeBlockM);
+            if (s == 1 && 2 * ctas <= wave && max_k > kDecodeBlockN)
+                s = 2;
+            if (spec_row_blocks_pay(rows, max_k, s))
+                return {s, kDecodeBlockM};
+        }
+    }
     return {num_splits_for(batch, nhead_q, nhead_k, max_q, max_k, bias_type, rules), split_block_m(rows)};
 }
 
@@ -935,6 +958,9 @@ int mha_fwd_splitkv_num_splits(int batch, int nhead_q, int nhead_k, int max_seql
                                              mha::split_rules(64, 64, false), bm),
                          mha::num_splits_for(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type,
                                              mha::split_rules(128, 128, false), bm)});
+    for (const int d : {64, 128}) // and the count a speculative-decode step's row blocks take
+        most = std::max(most, mha::resolve_splits(batch, nhead_q, nhead_k, max_seqlen_q, max_seqlen_k, bias_type, d,
+                                                  d, false).splits);
     return most;
 }
 
@@ -988,20 +1014,22 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     int splits = args.num_splits;
     const int max_q = is_group_mode ? args.max_seqlen_q : args.seqlen_q;
     const int64_t tile_rows = int64_t(max_q) * pack_ratio(args.nhead_q, args.nhead_k, int(bias_type), max_q);
-    int block_m = 0;
-    if (splits == 0 && args.lse_acc_ptr && args.o_acc_ptr)
+    int block_m = split_block_m(tile_rows);
+    if (splits != 1 && spec_decode_rows(tile_rows, args.hdim_q, args.hdim_v))
     {
+        // the tile by the shape, for a given count > 1 too (the heuristic's count passed back runs as it would)
         const SplitChoice c = resolve_splits(args.batch, args.nhead_q, args.nhead_k, max_q, args.seqlen_k,
                                              int(bias_type), args.hdim_q, args.hdim_v, paged);
-        splits = c.splits, block_m = c.block_m;
+        if (splits == 0)
+            splits = args.lse_acc_ptr && args.o_acc_ptr ? c.splits : 1;
+        if (splits > 1)
+            block_m = c.block_m;
     }
-    else if (splits == 0)
-        splits = 1;
-    if (block_m == 0) // a given count: the decode tile's row blocks for a speculative-decode step split short
-        block_m = spec_decode_rows(tile_rows, args.hdim_q, args.hdim_v) &&
-                          spec_row_blocks_pay(tile_rows, args.seqlen_k, splits)
-                      ? kDecodeBlockM
-                      : split_block_m(tile_rows);
+    if (splits == 0)
+        splits = (args.lse_acc_ptr && args.o_acc_ptr)
+                     ? num_splits_for(args.batch, args.nhead_q, args.nhead_k, max_q, args.seqlen_k, int(bias_type),
+                                      split_rules(args.hdim_q, args.hdim_v, paged))
+                     : 1;
     if (splits > 1)
     {
         if (args.lse_acc_ptr == nullptr || args.o_acc_ptr == nullptr || !aligned(args.lse_acc_ptr, 4) ||

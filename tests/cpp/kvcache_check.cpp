@@ -984,20 +984,23 @@ int main()
         std::snprintf(name, sizeof(name), "ragged splitkv causal sq=4 splits=%d page=%d d=%d", splits, page, d);
         ok &= ragged_case(name, {3000, 4, 1500, 2999}, 3000, splits, page, 4, 65 + splits + page, d);
     }
-    // 5 to 16 queries (17 to 64 rows per tile): on sm_90 the decode tile's 16-row blocks where the splits are short
-    // (at most 4096 keys for two blocks, 512 for three or four: 3000 keys in 8 splits are 384 per split), else the
-    // 64 x 64 prefill tile; the heuristic, a cluster of 8, the split grid (16 splits, 3 x 8 tiles x 2 blocks), pages,
-    // a last row block of 4 rows (5 queries), head dim 64
-    for (auto [sq, splits, page, d, tile] :
-         {std::tuple{8, 0, 0, 128, "b16x32"}, std::tuple{8, 4, 16, 128, "b16x32"}, std::tuple{8, 16, 0, 128, "b16x32"},
-          std::tuple{5, 3, 128, 128, "b16x32"}, std::tuple{16, 8, 0, 128, "b16x32"}, std::tuple{12, 0, 16, 128, ""},
-          std::tuple{16, 4, 0, 128, "b64x64"}, std::tuple{8, 6, 32, 64, "b16x32"}})
+    // 5 to 16 queries (17 to 64 rows per tile): on sm_90 the decode tile's 16-row blocks where the decode tile's own
+    // count splits the cache short (4 sequences of 3000 keys: 8 splits of 384 keys for 32 rows; 1000 keys: 4 of 256
+    // for 64 rows), else the 64 x 64 prefill tile, whatever count is given: the heuristic, a cluster of 8, the split
+    // grid (16 splits, 3 x 8 tiles x 2 blocks), pages, a last row block of 4 rows (5 queries), head dim 64
+    for (auto [sq, cap, splits, page, d, tile] :
+         {std::tuple{8, 3000, 0, 0, 128, "b16x32"}, std::tuple{8, 3000, 4, 16, 128, "b16x32"},
+          std::tuple{8, 3000, 16, 0, 128, "b16x32"}, std::tuple{5, 3000, 3, 128, 128, "b16x32"},
+          std::tuple{16, 1000, 0, 0, 128, "b16x32"}, std::tuple{12, 1000, 8, 16, 128, "b16x32"},
+          std::tuple{16, 3000, 8, 0, 128, "b64x64"}, std::tuple{12, 3000, 0, 16, 128, "b64x64"},
+          std::tuple{8, 3000, 6, 32, 64, "b16x32"}})
     {
         char name[112];
-        std::snprintf(name, sizeof(name), "ragged splitkv causal sq=%d splits=%d page=%d d=%d", sq, splits, page, d);
-        const std::vector<int> spec_lens = splits == 16 ? std::vector<int>{3000, 16, 2999} :
-                                                          std::vector<int>{3000, 16, 1500, 2999};
-        ok &= ragged_case(name, spec_lens, 3000, splits, page, sq, 70 + sq + splits + page, d, 0, *tile ? tile : nullptr);
+        std::snprintf(name, sizeof(name), "ragged splitkv causal sq=%d cap=%d splits=%d page=%d d=%d", sq, cap, splits,
+                      page, d);
+        const std::vector<int> spec_lens = splits == 16 ? std::vector<int>{cap, 16, cap - 1}
+                                                        : std::vector<int>{cap, 16, cap / 2, cap - 1};
+        ok &= ragged_case(name, spec_lens, cap, splits, page, sq, 70 + sq + splits + page, d, 0, tile);
     }
     ok &= ragged_case("ragged splitkv key counts past the cache", {3000, 1, 700, 3000}, 3000, 0, 0, 1, 62, 128, 5000);
     ok &= ragged_case("ragged splitkv key counts past the cache page=16", {3000, 1, 700, 3000}, 3000, 3, 16, 1, 63, 128,
