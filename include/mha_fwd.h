@@ -311,9 +311,11 @@ __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_arg
 // Query heads sharing a KV head are packed into one CTA (unless bias_type != 0); up to 16 packed rows run on the
 // decode tile (32-key blocks, 6 CTAs per SM), more on the 64 x 64 prefill tile (64-key blocks, 2 per SM), except on
 // sm_90 GPUs at head dims up to 128 for 17 to 64 rows (a speculative-decode step of 5 to 16 queries of 4 packed
-// heads): those run on the decode tile in 16-row blocks (a CTA per block and split) where the decode tile's count
-// below splits the keys into ranges of at most 4096 keys (two blocks: 17 to 32 rows) or 512 (three or four), and
-// take that count; elsewhere the prefill tile's. A given num_splits > 1 picks the tile by the same ranges.
+// heads): those run on the decode tile in 16-row blocks (a CTA per block and split) where the grid of blocks fits
+// one decode wave and the decode tile's count below (2 where it gives 1 and twice the CTAs still fit) splits the
+// keys into ranges of at most 4096 keys for two blocks (17 to 32 rows; on H100-class GPUs 1024, or 4096 with at most
+// 4 splits) or 512 for three or four, and take that count; elsewhere the prefill tile's. The tile follows the shape:
+// a given num_splits > 1 runs the tile num_splits = 0 would.
 // - Decode tile, CTAs within one wave (SMs x 6 resident): splits = SMs x 4 / CTAs, at most 128 and the key blocks,
 //   then the fewest splits with the same key blocks per split. The kernel is memory-bound and about four one-warp
 //   CTAs per SM already read at full bandwidth; fewer splits mean less partial traffic.

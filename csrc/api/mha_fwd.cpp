@@ -716,7 +716,8 @@ SplitChoice resolve_splits(int batch, int nhead_q, int nhead_k, int max_q, int m
         // CTAs per split; only grids of one decode wave (b=64, 8 queries, 2 splits of row blocks: 2373 / 2752 at 1k
         // / 8k on the H100 against 2551 / 3039 for one split of the prefill tile), and 2 splits where the rules give
         // 1 and they fit (b=16 1k, 12 queries: 1283 -> 1946 on the H100, 1403 -> 1972 on the H200)
-        const int64_t ctas = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * ((rows + kDecodeBlockM - 1) / kDecodeBlockM);
+        const int64_t blocks = (rows + kDecodeBlockM - 1) / kDecodeBlockM;
+        const int64_t ctas   = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * blocks;
         const int64_t wave = int64_t(kDecodeCtasPerSm) * sm_count();
         if (ctas <= wave)
         {
@@ -1100,7 +1101,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
                 ? "o_acc_ptr is not 16-byte aligned or an o_acc stride / hdim_v is not a multiple of 4"
                 : "";
         if (no_grid_merge.empty() && merge != "combine" &&
-            (sp.merge_counters = merge_counters_for(args.o_acc_ptr, stream_config.stream_id_, tiles * row_blocks)) == nullptr)
+            (sp.merge_counters = merge_counters_for(args.o_acc_ptr, stream_config.stream_id_, tiles * row_blocks)) ==
+                nullptr)
             no_grid_merge = "no arrival counters left for a new (o_acc, stream) pair";
         if (merge == "grid" && !no_grid_merge.empty())
             return fail(who + ": MHA_SPLITKV_MERGE=grid, but the splits cannot merge inside the split grid: " +
