@@ -291,10 +291,10 @@ struct mha_batch_prefill_args
     drop_seed_offset_t drop_seed_offset;
 };
 
-// With GQA / MQA and up to 64 (query, head) rows per KV head (max_seqlen_q x nhead_q / nhead_k: decode and
-// speculative-decode steps), and no bias, ALiBi, sink logits or dropout, mha_fwd runs the split-KV tiles with one
-// split, the query heads of a KV head packed into one tile so that K and V are read once per KV head: the 16-row
-// decode tile up to 16 rows, the 64 x 64 tile above (the kernel name says which).
+// With GQA / MQA and up to 256 (query, head) rows per KV head (max_seqlen_q x nhead_q / nhead_k: decode and
+// speculative-decode steps, short chunks), and no bias, ALiBi, sink logits or dropout, mha_fwd runs the split-KV
+// tiles with one split, the query heads of a KV head packed into one tile so that K and V are read once per KV head:
+// the 16-row decode tile up to 16 rows, the 64 x 64 tile above, a CTA per 64 rows (the kernel name says which).
 __attribute__((visibility("default"))) float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s);
 
 __attribute__((visibility("default"))) float mha_fwd_splitkv(mha_fwd_splitkv_args args,

@@ -185,10 +185,11 @@ def test_random_shapes(cfg):
 
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("mask", list(MASKS))
-@pytest.mark.parametrize("sq, sk, d", [(5, 300, 128), (8, 1000, 64), (16, 77, 128), (8, 3, 128)])
+@pytest.mark.parametrize("sq, sk, d", [(5, 300, 128), (8, 1000, 64), (16, 77, 128), (8, 3, 128), (40, 500, 128),
+                                       (64, 64, 64)])
 def test_spec_decode_packed(dt, mask, sq, sk, d):
-    """5 to 16 queries of 4 query heads per KV head (17 to 64 rows per KV head): the four heads packed into one
-    64 x 64 split-KV tile with one split, K and V read once per KV head."""
+    """5 to 64 queries of 4 query heads per KV head (17 to 256 rows per KV head): the four heads packed into the
+    64 x 64 split-KV tile (a CTA per 64 rows) with one split, K and V read once per KV head."""
     run_and_check(DTYPES[dt], d, mask, sq, sk, 8, b=3, h=32)
     name = aiter_mha.last_kernel_name()
     assert "splitkv" in name and "b64x64" in name, name

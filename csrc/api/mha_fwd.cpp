@@ -29,6 +29,8 @@ constexpr int kMaxKvRowStride = 1 << 24; // 127 rows * stride + hdim fits the ke
 // sm_90, FwdKernelTraits::kDecodeSmemBudget) and a 64 x 64 prefill tile (two per SM).
 constexpr int kDecodeBlockM = 16, kPrefillBlockM = 64, kDecodeBlockN = 32, kPrefillBlockN = 64;
 constexpr int kDecodeCtasPerSm = 6, kPrefillCtasPerSm = 2;
+// mha_fwd packs the query heads of a KV head into the split-KV tiles up to this many rows (mha_fwd below)
+constexpr int kPackedFwdMaxRows = 4 * kPrefillBlockM;
 // Decode CTAs per SM the split count aims for within one wave: about four one-warp CTAs per SM already read at full
 // bandwidth (H200, d128, 128k keys, b=16: 4 splits = 512 CTAs 4.65 TB/s, 6 splits = 768 CTAs 4.50), and fewer
 // splits mean less partial traffic for the combine pass.
@@ -310,16 +312,20 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
 
     std::string missing;
     // Decode shapes (the query heads of a KV head packed into <= 16 rows) run on the split-KV decode tile with one
-    // split, and speculative-decode steps of 17 to 64 packed rows on its 64 x 64 prefill tile: K and V are read once
-    // per KV head instead of once per query head. Per-head score terms (bias, ALiBi, sink logits) and dropout keep
-    // the prefill kernel. H200 (GPU-4b89e5a0), 32 query / 8 KV heads, d128, bf16, KV GB/s, the prefill kernel (a
-    // 128-row tile per query head, K and V read four times) -> the packed tile: 8 queries b=32 1k / 8k / 32k 645 /
-    // 721 / 729 -> 2875 / 3539 / 3960, b=64 663 / 726 / 732 -> 3055 / 3788 / 4006, b=8 597 / 702 / 723 -> 1063 /
-    // 1402 / 1450, b=1 111 / 135 / 138 -> 136 / 176 / 182; 5 and 16 queries alike (b=64 8k 726 -> 3799 / 3757).
+    // split, and up to kPackedFwdMaxRows packed rows (speculative-decode steps, short chunks) on its 64 x 64 prefill
+    // tile, a CTA per 64 rows: K and V are read once per KV head (the row blocks' copies mostly from the L2) instead
+    // of once per query head. Per-head score terms (bias, ALiBi, sink logits) and dropout keep the prefill kernel.
+    // 32 query / 8 KV heads, d128, bf16, KV GB/s, the prefill kernel (a 128-row tile per query head) -> the packed
+    // tile: H200 (GPU-4b89e5a0) 8 queries b=32 1k / 8k / 32k 645 / 721 / 729 -> 2875 / 3539 / 3960, b=64 663 / 726 /
+    // 732 -> 3055 / 3788 / 4006, b=8 597 / 702 / 723 -> 1063 / 1402 / 1450, b=1 111 / 135 / 138 -> 136 / 176 / 182;
+    // 5 and 16 queries alike (b=64 8k 726 -> 3799 / 3757). H100 (GPU-9dd55fb9) b=32 1k / 8k / 32k: 17 queries 651 /
+    // 722 / 738 -> 1557 / 1874 / 2001, 32 queries 646 / 722 / 735 -> 1528 / 1871 / 1997, 48 queries 643 / 726 / 737
+    // -> 1041 / 1285 / 1386, 64 queries 641 / 725 / 731 -> 800 / 968 / 1052; b=8 8k 17 / 64 queries 706 / 705 ->
+    // 1393 / 903; b=1 8k 135 -> 175 at every count.
     const int max_q = args.is_group_mode ? args.max_seqlen_q : args.seqlen_q;
     const int pack  = pack_ratio(args.nhead_q, args.nhead_k, args.bias_type, max_q);
     if (pack > 1 && !has_dropout(args) && !(args.has_sink && args.sink_ptr) && !args.v3_api_check &&
-        int64_t(max_q) * pack <= kPrefillBlockM)
+        int64_t(max_q) * pack <= kPackedFwdMaxRows)
     {
         std::string ignored;
         if (const FwdInstance* dec = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdFull, ignored, true,
