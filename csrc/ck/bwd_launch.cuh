@@ -4,6 +4,7 @@
 // put a zeroed fp32 dQ accumulator (and, deterministic, zeroed turn counters) into p; bwd_workspace_bytes sizes it.
 // Generated instance files (build/gen/bwd_ck_*.cu) call run_bwd<Traits>; csrc/api never sees CuTe.
 
+#include "../common/func_attr.h"
 #include "bwd_kernel.cuh"
 
 #include <cuda_runtime.h>
@@ -38,7 +39,7 @@ cudaError_t run_bwd(const BwdParams& p, cudaStream_t stream)
             return err;
         const int smem = Kt::smem_bytes_for(major * 10 + minor);
         auto kernel    = &bwd_kernel<Kt>;
-        if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+        if ((err = set_max_dynamic_smem(kernel, smem)) != cudaSuccess)
             return err;
         const dim3 grid((p.max_seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN, p.nhead_q, p.batch);
         kernel<<<grid, Kt::kNThreads, smem, stream>>>(p);

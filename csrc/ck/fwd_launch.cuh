@@ -6,6 +6,7 @@
 // Generated instance files (build/gen/fwd_ck_*.cu) call run_fwd<Traits>; csrc/api never sees CuTe.
 
 #include "../api/decode_occupancy.h"
+#include "../common/func_attr.h"
 #include "decode_ring.cuh"
 #include "fwd_kernel.cuh"
 #include "splitkv_combine.cuh"
@@ -148,8 +149,7 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                     const int warp_smem = n * Kt::kWarpSmemBytes;
                     if (MHA_DECODE_WARP_SPLITS && n > 1 && n <= kWarpMergeMaxSplits && warp_smem <= 227 * 1024)
                     {
-                        err = cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   warp_smem);
+                        err = set_max_dynamic_smem(ring_kernel, warp_smem);
                         if (err == cudaSuccess)
                         {
                             q.split.warp_splits = n;
@@ -175,8 +175,7 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                             return err;
                         (void)cudaGetLastError();
                     }
-                    if ((err = cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    Kt::kSmemBytes)) != cudaSuccess)
+                    if ((err = set_max_dynamic_smem(ring_kernel, Kt::kSmemBytes)) != cudaSuccess)
                         return err;
                 }
                 // Up to 8 splits: the splits of a tile form one cluster and merge through distributed shared
@@ -238,8 +237,8 @@ template <typename Kt>
 cudaError_t run_fwd(const FwdParams& p, cudaStream_t stream)
 {
     auto kernel = &fwd_kernel<Kt>;
-    // Per call, not cached: the attribute is per device, and the call costs well under a microsecond.
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Kt::kSmemBytes);
+    // set once per context (func_attr.h)
+    cudaError_t err = set_max_dynamic_smem(kernel, Kt::kSmemBytes);
     if (err != cudaSuccess)
         return err;
     if constexpr (Kt::kSplit)

@@ -10,6 +10,7 @@
 
 #include "../api/error.h"
 #include "../api/launch.h"
+#include "../common/func_attr.h"
 #include "../common/mbarrier.h"
 #include "../common/mma_sync.h"
 #include "../common/pdl.h"
@@ -1029,14 +1030,14 @@ Params make_params(const aiter::paged_attention_args& a)
     return p;
 }
 
-// The attributes the asm kernel's launch needs in the current context (set at every call: they do not survive a
-// cudaDeviceReset, and cost next to nothing): 96 KB of dynamic shared memory, clusters of up to 16.
+// The attributes the asm kernel's launch needs in the current context (once per context: func_attr.h): 96 KB of
+// dynamic shared memory, clusters of up to 16.
 template <typename T>
 cudaError_t asm_attributes()
 {
     auto kernel = &pa_asm_kernel<T>;
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kAsmSmemBytes);
-    if (e == cudaSuccess && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+    cudaError_t e = set_max_dynamic_smem(kernel, kAsmSmemBytes);
+    if (e == cudaSuccess && set_func_attribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
                                 cudaSuccess)
         (void)cudaGetLastError(); // clusters of up to 8 only (asm_max_cluster asks)
     return e;
@@ -1218,7 +1219,7 @@ std::string v1_device(V1Device& d)
     bool answered = true;
     if (d.sm90)
     {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess)
+        if (set_max_dynamic_smem(kernel, kSmem) != cudaSuccess)
             return cudaGetErrorString(cudaGetLastError());
         d.max_cluster = probe_clusters(kernel, kV1MaxCluster, [](int c, cudaLaunchAttribute& at) {
             return v1_config(dim3(1, 1, 1), c, kSmem, nullptr, at);
@@ -1277,7 +1278,7 @@ template <typename T, bool kNhd>
 cudaError_t v1_launch(const Params& p, dim3 grid, int csplit, int slots, size_t smem, cudaStream_t stream)
 {
     auto kernel = v1_kernel<T, kNhd>(p);
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    cudaError_t e = set_max_dynamic_smem(kernel, int(smem));
     if (e != cudaSuccess)
         return e;
     cudaLaunchAttribute at;

@@ -285,7 +285,8 @@ bool bigpool_case()
 }
 
 // Batch-mode split-KV over a cache of `cap` rows per sequence where each sequence holds lens[i] <= cap keys
-// (seqlen_k_ptr, as serving engines call it), against mha_fwd in group mode on the keys packed densely. Cache rows
+// (seqlen_k_ptr, as serving engines call it), against mha_fwd in group mode on the keys packed densely (and copied
+// out to every query head, so the reference runs the prefill kernel, not the split tiles under test). Cache rows
 // past a sequence's length are NaN and, paged, its block-table entries past its last page point at a NaN page, so
 // reading any of them shows. Q / O [b, sq, h, d]; bottom-right causal when sq > 1.
 // over > 0: sequences filling the cache get cap + over as their key count (device data past the cache: it clamps to
@@ -330,7 +331,17 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
             std::copy_n(k.begin() + size_t(ks[i] + j) * row, row, kc.begin() + dst);
             std::copy_n(v.begin() + size_t(ks[i] + j) * row, row, vc.begin() + dst);
         }
-    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *dkc = upload(kc), *dvc = upload(vc);
+    // the reference reads K / V copied out to every query head (MHA): mha_fwd then runs its per-head prefill
+    // kernel, not the packed split tiles (which it takes for GQA up to 256 rows per KV head) that are under test
+    const int ratio = h / hk;
+    std::vector<bf16> kx(size_t(tk) * h * d), vx(size_t(tk) * h * d);
+    for (size_t t = 0; t < size_t(tk); ++t)
+        for (int hh = 0; hh < h; ++hh)
+        {
+            std::copy_n(k.begin() + (t * hk + hh / ratio) * d, d, kx.begin() + (t * h + hh) * d);
+            std::copy_n(v.begin() + (t * hk + hh / ratio) * d, d, vx.begin() + (t * h + hh) * d);
+        }
+    bf16 *dq = upload(q), *dk = upload(kx), *dv = upload(vx), *dkc = upload(kc), *dvc = upload(vc);
     std::vector<int> given = lens;
     for (int& x : given)
         x += x == cap ? over : 0;
@@ -354,14 +365,15 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     a.data_type = "bf16", a.is_group_mode = true, a.has_lse = true;
     a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o1, a.lse_ptr = l1;
     a.seqstart_q_ptr = dqs, a.seqstart_k_ptr = dks;
-    a.batch = b, a.max_seqlen_q = sq, a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = hk;
+    a.batch = b, a.max_seqlen_q = sq, a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = h;
     a.scale_s = 1.f / std::sqrt(float(d));
-    a.stride_q = a.stride_o = h * d, a.stride_k = a.stride_v = hk * d;
+    a.stride_q = a.stride_o = h * d, a.stride_k = a.stride_v = h * d;
     a.nhead_stride_q = a.nhead_stride_o = d, a.nhead_stride_k = a.nhead_stride_v = d;
     a.nhead_stride_lse = tq;
     a.window_size_left = -1, a.window_size_right = wr, a.mask_type = mask_type;
     a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
     const float t1 = aiter::mha_fwd(a, ck_tile::stream_config{});
+    const std::string ref_kernel = t1 >= 0 ? aiter::mha_get_last_kernel_name() : "";
 
     aiter::mha_fwd_splitkv_args s{};
     s.q_ptr = dq, s.k_ptr = dkc, s.v_ptr = dvc, s.o_ptr = o2, s.lse_ptr = l2, s.lse_acc_ptr = lacc, s.o_acc_ptr = oacc;
@@ -390,6 +402,11 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     if (!ok)
         std::printf("%s FAIL: %s\n", name, aiter::mha_get_last_error());
+    else if (ref_kernel.find("splitkv") != std::string::npos)
+    {
+        std::printf("%s FAIL: the reference ran the split-KV kernel %s\n", name, ref_kernel.c_str());
+        ok = false;
+    }
     else if (tile != nullptr && major == 9 && kernel.find(tile) == std::string::npos)
     {
         std::printf("%s FAIL: ran %s, expected a %s tile\n", name, kernel.c_str(), tile);
@@ -779,14 +796,52 @@ bool concurrent_merge_case()
     return ok;
 }
 
-// After a cudaDeviceReset, the library's per-context state must follow the new context: the in-grid merge's arrival
-// counters (the module is loaded again, maybe elsewhere; before the reset concurrent_merge_case used up every slot,
-// so a grid merge here also shows that the slots were handed back) and the L2 sweep buffer of timed passes
-// (stream_config::flush_cache_). A b=1 8k decode merged in the grid and a timed pass with the sweep must both match
-// the combine kernel's result of the same call.
+// One batch-mode mha_fwd call (1 x 300 queries and keys, 4 heads, d128, no mask): the per-head prefill kernel, whose
+// 64 KB of dynamic shared memory need the attribute set in the current context. Its O, or nothing when it failed.
+std::vector<bf16> prefill_once()
+{
+    const int h = 4, s = 300, d = 128;
+    const size_t n = size_t(s) * h * d;
+    std::mt19937 g(41);
+    bf16 *dq = upload(random_bf16(n, g)), *dk = upload(random_bf16(n, g)), *dv = upload(random_bf16(n, g));
+    bf16* o = nullptr;
+    CHECK(cudaMalloc(&o, n * 2));
+    CHECK(cudaMemset(o, 0xFF, n * 2));
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16", a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o;
+    a.seqlen_q = a.seqlen_k = a.max_seqlen_q = s, a.batch = 1, a.hdim_q = a.hdim_v = d, a.nhead_q = a.nhead_k = h;
+    a.scale_s = 1.f / std::sqrt(float(d));
+    a.stride_q = a.stride_k = a.stride_v = a.stride_o = h * d;
+    a.nhead_stride_q = a.nhead_stride_k = a.nhead_stride_v = a.nhead_stride_o = d;
+    a.batch_stride_q = a.batch_stride_k = a.batch_stride_v = a.batch_stride_o = int(n);
+    a.window_size_left = a.window_size_right = -1;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    const bool ran = aiter::mha_fwd(a, ck_tile::stream_config{}) >= 0;
+    if (!ran)
+        std::printf("prefill mha_fwd: %s\n", aiter::mha_get_last_error());
+    CHECK(cudaDeviceSynchronize());
+    std::vector<bf16> out = ran ? download(o, n) : std::vector<bf16>{};
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)o})
+        cudaFree(x);
+    return out;
+}
+
+// After a cudaDeviceReset, the library's per-context state must follow the new context: kernel attributes (set once
+// per context, func_attr.h: a prefill call before the reset and the same call after it must both run and agree bit
+// for bit), the in-grid merge's arrival counters (the module is loaded again, maybe elsewhere; before the reset
+// concurrent_merge_case used up every slot, so a grid merge here also shows that the slots were handed back) and
+// the L2 sweep buffer of timed passes (stream_config::flush_cache_). A b=1 8k decode merged in the grid and a timed
+// pass with the sweep must both match the combine kernel's result of the same call.
 bool reset_case()
 {
+    const std::vector<bf16> before = prefill_once();
     CHECK(cudaDeviceReset());
+    const std::vector<bf16> after = prefill_once();
+    const bool same = !before.empty() && after.size() == before.size() &&
+                      std::memcmp(before.data(), after.data(), before.size() * sizeof(bf16)) == 0;
+    std::printf("after cudaDeviceReset, prefill kernel (64 KB shared memory) %s\n",
+                same ? "ok" : before.empty() ? "FAIL (before the reset)" : after.empty() ? "FAIL (did not run)"
+                                                                                        : "FAIL (differs)");
     const int b = 1, h = 32, hk = 8, d = 128, sk = 8192, splits = 64;
     const size_t o_elems = size_t(b) * h * d;
     std::mt19937 g(31);
@@ -830,7 +885,7 @@ bool reset_case()
     }
     for (void* x : {(void*)dq, (void*)dk, (void*)dv})
         cudaFree(x);
-    return ok;
+    return ok && same;
 }
 
 // The split count of the nine-argument aiter::mha_fwd_splitkv_num_splits: never more than the six-argument form's

@@ -1,0 +1,108 @@
+// Kernel attributes (cudaFuncSetAttribute) set once per kernel, attribute, value and CUDA context instead of at
+// every call. A launch needs its kernel's dynamic shared-memory limit in the current context; setting it costs about
+// half a microsecond of host time (H100, session 33), twice per decode call (the split kernel and its transposed
+// step), against 7-10 us for the whole enqueue. The attribute belongs to the context: a cudaDeviceReset, another
+// device or a context of the caller's own starts without it, so the cache is keyed by the context's id
+// (cuCtxGetId: unique over the process's life, never reused by a later context) and sets again where the id is new.
+// Without the driver's context queries (or without a current context) every call sets, as before. Every setting of
+// a library kernel's attribute goes through here, so a cached value is the value in force.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace mha {
+
+// The id of the calling thread's current CUDA context, 0 when there is none or the driver cannot say.
+inline unsigned long long current_context_id()
+{
+    struct Queries
+    {
+        PFN_cuCtxGetCurrent_v4000 current = nullptr;
+        PFN_cuCtxGetId_v12000 id          = nullptr;
+    };
+    static const Queries q = [] {
+        Queries r;
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+        auto get = [&](const char* name, int version) {
+            fn = nullptr;
+            return cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found) == cudaSuccess &&
+                   found == cudaDriverEntryPointSuccess;
+        };
+        if (get("cuCtxGetCurrent", 4000))
+            r.current = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(fn);
+        if (get("cuCtxGetId", 12000))
+            r.id = reinterpret_cast<PFN_cuCtxGetId_v12000>(fn);
+#else
+        auto get = [&](const char* name) {
+            fn = nullptr;
+            return cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found) == cudaSuccess &&
+                   found == cudaDriverEntryPointSuccess;
+        };
+        if (get("cuCtxGetCurrent"))
+            r.current = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(fn);
+        if (get("cuCtxGetId"))
+            r.id = reinterpret_cast<PFN_cuCtxGetId_v12000>(fn);
+#endif
+        (void)cudaGetLastError(); // a failed query leaves no error behind for the caller's launch checks
+        return r;
+    }();
+    CUcontext ctx         = nullptr;
+    unsigned long long id = 0;
+    if (q.current == nullptr || q.id == nullptr || q.current(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
+        q.id(ctx, &id) != CUDA_SUCCESS)
+        return 0;
+    return id;
+}
+
+// cudaFuncSetAttribute(fn, attr, value), skipped when this process already set that value in the current context.
+inline cudaError_t set_func_attribute(const void* fn, cudaFuncAttribute attr, int value)
+{
+    using Key = std::tuple<const void*, int, unsigned long long>;
+    // never destroyed: a call from another static's destructor at exit still finds them
+    static std::mutex& mu          = *new std::mutex;
+    static std::map<Key, int>& set = *new std::map<Key, int>; // (kernel, attribute, context id) -> the value in force
+    const unsigned long long ctx   = current_context_id();
+    if (ctx != 0)
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        const auto it = set.find(Key(fn, int(attr), ctx));
+        if (it != set.end() && it->second == value)
+            return cudaSuccess;
+    }
+    const cudaError_t err = cudaFuncSetAttribute(fn, attr, value);
+    // the first call of a thread may have made the context just now: ask again before remembering
+    const unsigned long long now = ctx != 0 ? ctx : current_context_id();
+    if (now != 0)
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (err == cudaSuccess)
+            set[Key(fn, int(attr), now)] = value;
+        else
+            set.erase(Key(fn, int(attr), now)); // a failed set may have left any value: set again next time
+    }
+    return err;
+}
+
+template <typename Kernel>
+cudaError_t set_func_attribute(Kernel* kernel, cudaFuncAttribute attr, int value)
+{
+    return set_func_attribute(reinterpret_cast<const void*>(kernel), attr, value);
+}
+
+// The dynamic shared-memory limit a launch of `bytes` needs.
+template <typename Kernel>
+cudaError_t set_max_dynamic_smem(Kernel* kernel, int bytes)
+{
+    return set_func_attribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              bytes);
+}
+
+} // namespace mha
