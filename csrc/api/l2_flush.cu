@@ -4,9 +4,9 @@
 // inside the timed pass) over a device-owned buffer four times the L2 size.
 
 #include "launch.h"
+#include "../common/driver_api.h"
 
 #include <cstdint>
-#include <cudaTypedefs.h>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -53,37 +53,6 @@ struct SweepBuffer
     cudaError_t err = cudaSuccess;
 };
 
-// The unique id of the calling thread's current context (0 when the driver cannot tell): a cudaDeviceReset destroys
-// the device's primary context, and with it the sweep buffer; the context made afterwards has another id.
-unsigned long long context_id()
-{
-    using GetCurrent = PFN_cuCtxGetCurrent_v4000;
-    using GetId      = PFN_cuCtxGetId_v12000;
-    static const auto fns = [] {
-        void* a = nullptr;
-        void* b = nullptr;
-        cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050 // the versioned query; CUDA 13 deprecates the other
-        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &a, 4000, cudaEnableDefault, &found) != cudaSuccess ||
-            found != cudaDriverEntryPointSuccess ||
-            cudaGetDriverEntryPointByVersion("cuCtxGetId", &b, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-            found != cudaDriverEntryPointSuccess)
-#else
-        if (cudaGetDriverEntryPoint("cuCtxGetCurrent", &a, cudaEnableDefault, &found) != cudaSuccess ||
-            found != cudaDriverEntryPointSuccess ||
-            cudaGetDriverEntryPoint("cuCtxGetId", &b, cudaEnableDefault, &found) != cudaSuccess ||
-            found != cudaDriverEntryPointSuccess)
-#endif
-            a = b = nullptr;
-        return std::pair{reinterpret_cast<GetCurrent>(a), reinterpret_cast<GetId>(b)};
-    }();
-    CUcontext ctx = nullptr;
-    unsigned long long id = 0;
-    if (fns.first == nullptr || fns.first(&ctx) != CUDA_SUCCESS || ctx == nullptr || fns.second(ctx, &id) != CUDA_SUCCESS)
-        return 0;
-    return id;
-}
-
 } // namespace
 
 cudaError_t flush_l2(cudaStream_t stream)
@@ -96,9 +65,9 @@ cudaError_t flush_l2(cudaStream_t stream)
     // point into the released context). The entry of a destroyed context stays behind, its memory freed with it.
     static std::map<std::pair<int, unsigned long long>, SweepBuffer> buffers;
     static std::mutex mu;
-    unsigned long long ctx = context_id();
+    unsigned long long ctx = current_context_id();
     if (ctx == 0 && cudaFree(nullptr) == cudaSuccess) // no context yet: the runtime makes the primary one
-        ctx = context_id();
+        ctx = current_context_id();
     SweepBuffer* bp = nullptr;
     {
         std::lock_guard<std::mutex> lock(mu);

@@ -1020,7 +1020,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
 
     int splits = args.num_splits;
     const int max_q = is_group_mode ? args.max_seqlen_q : args.seqlen_q;
-    const int64_t tile_rows = int64_t(max_q) * pack_ratio(args.nhead_q, args.nhead_k, int(bias_type), max_q);
+    const int pack = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type), max_q); // query heads per tile
+    const int64_t tile_rows = int64_t(max_q) * pack;
     int block_m = split_block_m(tile_rows);
     if (splits != 1 && spec_decode_rows(tile_rows, args.hdim_q, args.hdim_v))
     {
@@ -1074,11 +1075,10 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     }
     SplitParams& sp = p.split;
     sp.num_splits = splits;
-    sp.pack_ratio = pack_ratio(args.nhead_q, args.nhead_k, int(bias_type), max_q);
-    const int64_t rows  = int64_t(max_q) * sp.pack_ratio; // a tile's rows, and the tiles of the grid
-    const int64_t tiles = int64_t(args.batch) * (sp.pack_ratio > 1 ? args.nhead_k : args.nhead_q);
-    const int64_t row_blocks = (rows + block_m - 1) / block_m; // CTAs per tile and split
-    sp.ring_flags = ring_flags_for(tiles, splits, rows, paged, args.hdim_q, args.hdim_v,
+    sp.pack_ratio = pack;
+    const int64_t tiles = int64_t(args.batch) * (pack > 1 ? args.nhead_k : args.nhead_q); // tiles of the grid
+    const int64_t row_blocks = (tile_rows + block_m - 1) / block_m; // CTAs per tile and split
+    sp.ring_flags = ring_flags_for(tiles, splits, tile_rows, paged, args.hdim_q, args.hdim_v,
                                    args.stride_k == args.hdim_q && args.stride_v == args.hdim_v,
                                    args.nhead_stride_k == args.hdim_q && args.nhead_stride_v == args.hdim_v,
                                    args.seqlen_k);

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 #ifndef __CUDACC_RTC__
-#include <cudaTypedefs.h>
+#include "../common/driver_api.h"
 #endif
 
 namespace mha::ck {
@@ -162,20 +162,8 @@ __device__ __forceinline__ void zero_row(Element* row, int n)
 // leaves p.kv.tma_box_rows at 0 and the kernel takes the cp.async loop.
 inline bool encode_decode_maps(FwdParams& p, int box_rows, int atom_q, int atom_v)
 {
-    using Encode = PFN_cuTensorMapEncodeTiled_v12000;
-    static const Encode encode = [] {
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050 // the versioned query; CUDA 13 deprecates the other
-        const cudaError_t err =
-            cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
-#else
-        const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found);
-#endif
-        if (err != cudaSuccess || found != cudaDriverEntryPointSuccess)
-            fn = nullptr;
-        return reinterpret_cast<Encode>(fn);
-    }();
+    static const auto encode =
+        driver_entry_point<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
     if (encode == nullptr)
         return false;
     constexpr cuuint64_t kOpen = (1ull << 31) - 1; // extent of a dimension whose size the call does not give

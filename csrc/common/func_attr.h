@@ -8,59 +8,13 @@
 // a library kernel's attribute goes through here, so a cached value is the value in force.
 #pragma once
 
-#include <cuda.h>
-#include <cuda_runtime.h>
-#include <cudaTypedefs.h>
+#include "driver_api.h"
 
 #include <map>
 #include <mutex>
 #include <tuple>
 
 namespace mha {
-
-// The id of the calling thread's current CUDA context, 0 when there is none or the driver cannot say.
-inline unsigned long long current_context_id()
-{
-    struct Queries
-    {
-        PFN_cuCtxGetCurrent_v4000 current = nullptr;
-        PFN_cuCtxGetId_v12000 id          = nullptr;
-    };
-    static const Queries q = [] {
-        Queries r;
-        void* fn = nullptr;
-        cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-        auto get = [&](const char* name, int version) {
-            fn = nullptr;
-            return cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found) == cudaSuccess &&
-                   found == cudaDriverEntryPointSuccess;
-        };
-        if (get("cuCtxGetCurrent", 4000))
-            r.current = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(fn);
-        if (get("cuCtxGetId", 12000))
-            r.id = reinterpret_cast<PFN_cuCtxGetId_v12000>(fn);
-#else
-        auto get = [&](const char* name) {
-            fn = nullptr;
-            return cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found) == cudaSuccess &&
-                   found == cudaDriverEntryPointSuccess;
-        };
-        if (get("cuCtxGetCurrent"))
-            r.current = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(fn);
-        if (get("cuCtxGetId"))
-            r.id = reinterpret_cast<PFN_cuCtxGetId_v12000>(fn);
-#endif
-        (void)cudaGetLastError(); // a failed query leaves no error behind for the caller's launch checks
-        return r;
-    }();
-    CUcontext ctx         = nullptr;
-    unsigned long long id = 0;
-    if (q.current == nullptr || q.id == nullptr || q.current(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
-        q.id(ctx, &id) != CUDA_SUCCESS)
-        return 0;
-    return id;
-}
 
 // cudaFuncSetAttribute(fn, attr, value), skipped when this process already set that value in the current context.
 inline cudaError_t set_func_attribute(const void* fn, cudaFuncAttribute attr, int value)
