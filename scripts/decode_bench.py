@@ -25,7 +25,7 @@ Which kernel that is matters: until the thirteenth session a torch reduction (to
 the L2, this script's sweep until the twelfth session) before the call made our decode calls 3.5-8.5 us slower,
 because it displaced our decode kernel's code from the instruction caches and the warp then fetched it behind the
 grid's first K / V copies; the transposed decode step now has its own compact instance (csrc/ck/fwd_kernel.cuh,
-kDecodeT) and the penalty is under 1 us (README, decode section; scripts/decode_harness.py measures it).
+kDecodeT) and the penalty is under 1 us (docs/decode_log.md; scripts/decode_harness.py measures it).
 
   python3 scripts/decode_bench.py --exe ./benchmark_mha_fwd [--lib DIR_OF_libmha_fwd.so]
 """

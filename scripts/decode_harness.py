@@ -16,7 +16,7 @@ a fill, a one-CTA kernel with 4 KB of parameters, a small shared-memory kernel, 
 dynamic shared memory each read 16 KB by ld.global, by one 1-D bulk copy or by tensor-map boxes (the decode ring's
 path), each also after a local-memory round trip, and %globaltimer says when each CTA had its data (us after the
 first CTA's start, p50 / max over the CTAs, median over the calls). The thirteenth session used it to rule out the
-load paths behind our decode kernel's sensitivity to a preceding torch reduction (README, decode section: it was
+load paths behind our decode kernel's sensitivity to a preceding torch reduction (docs/decode_log.md: it was
 instruction fetch).
 
   python3 scripts/decode_harness.py --lib DIR [--shapes 16x1024,1x8192] [--modes sweep,torch] [--cupti] [--probe]

@@ -43,7 +43,7 @@
 // the balance between SMs (bulk_dyn_nmaj, balanced too: 3106-3112). A static order kept compact by pacing reads as
 // much (paced2W 3193-3194 at 32768 keys, 3176 at 8192, 3085 at 2048; paced8W 3122-3136), so the order can be fixed
 // (deterministic). The decode kernel (b=16 / b=64 128k: 3100-3139 GB/s) sits between the two; a decode prototype in
-// the paced order (branch sweep-wip) did not gain on it. README, decode section.
+// the paced order (branch sweep-wip) did not gain on it. docs/decode_log.md.
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -cudart static -o read_probe scripts/read_probe.cu
 //   ./read_probe [keys per region, a multiple of 32; default 16384] [regions; default 512] [warps per CTA; default 1]
 #include <cuda.h>

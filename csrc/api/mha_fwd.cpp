@@ -388,7 +388,7 @@ namespace {
 
 // What the split rules read about the current device on every split-KV call, queried once per device:
 // cudaDevAttrMemoryClockRate is not a cached attribute, and querying it on every call made a decode step host-bound
-// (eighteenth session, README decode section).
+// (eighteenth session, docs/decode_log.md).
 struct DeviceFacts
 {
     int sms          = 132; // SM count (132 when the query failed)
@@ -477,7 +477,7 @@ int decode_splits(int ctas, int n_blocks, int slots)
 // kLeanDecodeMinTiles tiles or more fastest with fewer key streams: splits fill kLeanDecodeWarpsPerSm per SM
 // (a split is one warp streaming its key blocks) instead of kDecodeFillPerSm, except in a grid of about one tile
 // per SM (0.9 to 1), where four per tile stay the best (b=16 1k: 2 splits -2%). Measured on H100 (132 SMs, 32 query
-// / 8 KV heads, d128, one query, L2 swept, KV GB/s at 2k / 8k / 32k keys, bhsd and bshd; README decode section):
+// / 8 KV heads, d128, one query, L2 swept, KV GB/s at 2k / 8k / 32k keys, bhsd and bshd; docs/decode_log.md):
 // b=8 (64 tiles) 8 -> 4 splits +0.6 to +3.8%, b=10 6 -> 3 +6 to +9% (8k), b=12 5 -> 3 +4.8 to +8.2%, b=14 4 -> 2
 // +0.5 to +3.8% (8k), b=20 3 -> 1 +1.7 to +4% (now in the band below), b=24 2 -> 1 +1.4 to +6%, b=32 2 -> 1 -1.2
 // to +1.9%. The general rule was tuned on H200 (4.8 TB/s), whose DRAM needs more bytes in flight. sm_90 only.

@@ -27,7 +27,7 @@ namespace mha::ck {
 // (a torch or CuPy reduction, cuDNN's attention kernel; not a GEMM, an elementwise kernel or the L2 sweep), the warp
 // fetched that code behind the grid's first 16 MB of K / V at the DRAM, and the first block landed ~4.5 us late
 // (H100, per-CTA stamps: 8.4-10.5 us after the first CTA start instead of 3.4-4.5). The kDecodeT instance is ~106
-// KB with its first wait 32 KB past the first copies (first block at 3.8 us either way). README, decode section.
+// KB with its first wait 32 KB past the first copies (first block at 3.8 us either way). docs/decode_log.md.
 // With p.split.warp_splits > 1 a kDecodeT CTA has that many warps, each one split of the tile (a one-warp CTA's
 // shared memory each, kWarpSmemBytes apart), and they merge in shared memory (cluster_merge, in_cta).
 // kDecodeT is the step's count of 8-row N tiles: 1 for tiles of at most 8 rows (a decode step of up to 8 query heads

@@ -1263,7 +1263,7 @@ void v1_merge_partitions(Params& p, int max_context_len, int num_seqs, const V1D
 
 // CTAs per partition (a cluster, 1 / 2 / 4 / 8): doubled while the grid stays within the SMs and every CTA keeps at
 // least two of the partition's K tiles (max_context_len's), up to the device's largest. A grid that small is bound by
-// each CTA's round trips rather than by the DRAM (H100 measurements in the README's paged paragraph).
+// each CTA's round trips rather than by the DRAM (H100 measurements: docs/decode_log.md, thirty-second session).
 int v1_cluster(const Params& p, dim3 grid, int max_context_len, const V1Device& d)
 {
     const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
