@@ -156,7 +156,9 @@ struct mha_fwd_args
 //   count is device data, splits and heads only).
 // - Page tables, seqlen_k_ptr and cache_batch_idx are device data and are not checked; batch mode requires
 //   seqlen_k (the longest cache) <= batch_stride_block_table * page_block_size, and the kernels clamp batch-mode
-//   seqlen_k_ptr[b] to [0, seqlen_k] (a count past the cache never reads another batch's keys or table row).
+//   seqlen_k_ptr[b] to [0, seqlen_k] and a group-mode key count over a block table to [0, batch_stride_block_table
+//   * page_block_size] (a count past the cache never reads another batch's keys or table row). seqlen_k must be in
+//   [0, 2^31 - 4096] in both modes (group mode: the longest cache, for the split count).
 // - has_sink enables sink tokens (sink_size); there are no sink logits in this struct. No dropout (as in AITER).
 struct mha_fwd_splitkv_args
 {
@@ -226,7 +228,13 @@ struct mha_fwd_splitkv_args
     ck_tile::index_t mask_type;
 };
 
-// CK's fmha_batch_prefill_args (SGLang-style page table).
+// CK's fmha_batch_prefill_args (SGLang-style page table). Semantics here:
+// - Q / O / LSE / bias / masks / dropout as in mha_fwd_args (batch or group mode; seqstart_q physical starts).
+// - Keys of batch b: page_block_size * (pages - 1) + kv_last_page_lens[b] with pages = kv_indptr[b + 1] -
+//   kv_indptr[b]; key j is row j % page_block_size of page kv_page_indices[kv_indptr[b] + j / page_block_size].
+//   kv_last_page_lens may be null only when page_block_size is 1 (every last page full), as in AITER.
+// - The page table is device data and is not checked. In batch mode seqlen_k bounds every batch's key count (masks,
+//   bias and rand_val are sized by it; pass at least the longest sequence's count): the kernels clamp each to it.
 struct mha_batch_prefill_args
 {
     const void* q_ptr;

@@ -18,7 +18,8 @@
 //               block_size]
 //   NHD:        K and V [num_blocks, block_size, num_kv_heads, head_size]
 //   asm V:      [num_blocks, num_kv_heads, block_size / x, head_size, x] (pa_fwd_asm only; K as HND)
-// The block and head strides are the caller's (a block stride of 0 aliases every block id to one block).
+// The block and head strides are the caller's (a block stride of 0 aliases every block id to one block); NHD takes
+// head strides of head_size (tokens num_kv_heads x head_size apart).
 
 #include "mha_fwd.h"
 
@@ -56,7 +57,9 @@ struct paged_attention_args
 };
 
 // Bytes paged_attention_v1 needs in `workspace`: 0 with one partition, else AITER's
-// num_seqs * num_heads * P * (head_size * elem_bytes + 2 * 4), P = ceil(max_context_len / partition_size).
+// num_seqs * num_heads * P * (head_size * elem_bytes + 2 * 4), P = ceil(max_context_len / partition_size); -1 for
+// arguments paged_attention_v1 refuses in any case (negative sizes, more than 65,535 sequences, heads or partitions,
+// head_size past 256, elem_bytes outside [1, 8]).
 __attribute__((visibility("default"))) int64_t paged_attention_workspace_bytes(int num_seqs, int num_heads,
                                                                               int head_size, int max_context_len,
                                                                               int partition_size, int elem_bytes);

@@ -53,6 +53,9 @@ EXPECTED = {
                            "head / batch / split strides 128 / 128 / 4096 / 0",
     "splitkv_lse_overlap": "lse_acc strides overlap: 1 rows x 32 heads x 1 columns x 2 batches x 4 splits",
     "splitkv_seqlen_big": "seqlen_q and seqlen_k must be in [0, 2147479552], got 1 and 2147483647",
+    "splitkv_group_seqlen_big": "seqlen_k (the longest cache) must be in [0, 2147479552], got 2147483647",
+    "prefill_last_null": "kv_last_page_lens must be a 4-byte aligned int32 [batch] array (it may be null only when "
+                         "page_block_size is 1)",
     "splitkv_page_neg": "page_block_size must be >= 0 (0: a dense cache), got -16",
     "splitkv_sink": "sink_ptr / sink_size are set but has_sink is false",
     "prefill_sink_neg": "sink_size must be >= 0, got -1",

@@ -142,6 +142,45 @@ def test_v1_rejects_small_workspace_and_bad_shapes():
     assert aiter_mha.paged_attention_workspace_bytes(2, 8, 128, 600, 256) == need
 
 
+def test_binding_refuses_unsafe_workspace_and_tables():
+    # the workspace's size is taken as numel x element size: a broadcast view (one byte behind `need` elements) or
+    # a strided one must be refused, not written past; block_tables rows padded past the view's width would let a
+    # long context read entries outside it (the library takes one row stride), so the rows must be contiguous
+    q, k5, v4, tables, lens = make_case(21, 3, 8, 2, 128, 16, 600, torch.bfloat16)
+    need = workspace_bytes(3, 8, 128, 600, 256)
+    for ws in (torch.zeros(1, dtype=torch.uint8, device=DEV).expand(need),
+               torch.zeros(2 * need, dtype=torch.uint8, device=DEV)[::2]):
+        with pytest.raises(ValueError, match="workspace_buffer must be contiguous"):
+            aiter_mha.paged_attention_v1_core(torch.empty_like(q), ws, q, k5, v4, 0.1, tables, None, lens, 600, None,
+                                              "auto", "HND", 0.0, None, None, partition_size=256)
+    wide = torch.zeros(3, 2 * tables.shape[1], dtype=torch.int32, device=DEV)
+    wide[:, :tables.shape[1]] = tables
+    view = wide[:, :tables.shape[1]]
+    with pytest.raises(ValueError, match="block_tables must be a contiguous"):
+        run_v1(q, k5, v4, view, lens, 600, 0.1)
+    with pytest.raises(ValueError, match="block_tables must be a contiguous"):
+        aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), view, lens, view.stride(0))
+    # one sequence: the row stride given must be the table's width (a larger one would read past the row)
+    with pytest.raises(ValueError, match="block_tables_stride0"):
+        aiter_mha.pa_fwd_asm(q[:1], k5, asm_v_shuffle(v4), tables[:1].contiguous(), lens[:1], 1000)
+
+
+def test_size_one_dims_with_any_stride():
+    # PyTorch up to 2.9 exports the stride of a size-1 dim as 1 through DLPack: one sequence, one KV head (MQA), so
+    # such strides reach the library, which never steps along those dims
+    q, k5, v4, tables, lens = make_case(22, 1, 8, 1, 128, 16, 700, torch.bfloat16)
+    q = q.as_strided(q.shape, (1,) + q.stride()[1:])
+    k5 = k5.as_strided(k5.shape, (k5.stride(0), 1) + k5.stride()[2:])
+    v4 = v4.as_strided(v4.shape, (v4.stride(0), 1) + v4.stride()[2:])
+    ref = reference(q, k5, v4, tables, lens, 128 ** -0.5)
+    out = run_v1(q, k5, v4, tables, lens, 700, 128 ** -0.5)
+    assert max_err(out, ref) < TOL[torch.bfloat16]
+    out = torch.full_like(q, float("nan"))
+    aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), tables, lens, tables.shape[1], out_=out)
+    torch.cuda.synchronize()
+    assert max_err(out, ref) < TOL[torch.bfloat16]
+
+
 # 6 sequences: clusters of 2 splits; 40: one split; 64
 # query heads per 2 KV heads: two groups of 16 rows per KV head; 8 / 8: one real row of 16
 @pytest.mark.parametrize("heads,kv,seqs,dtype", [(32, 4, 6, torch.bfloat16), (8, 8, 6, torch.bfloat16),

@@ -596,7 +596,7 @@ int num_splits_for(int batch, int nhead_q, int nhead_k, int max_seqlen_q, int ma
     const int64_t ctas = int64_t(batch) * (pack > 1 ? nhead_k : nhead_q) * ((rows + bm - 1) / bm);
     const bool decode = bm == kDecodeBlockM;
     const int bn = decode ? kDecodeBlockN : kPrefillBlockN;
-    const int n_blocks = (max_seqlen_k + bn - 1) / bn;
+    const int n_blocks = int((int64_t(max_seqlen_k) + bn - 1) / bn);
     const int sms = sm_count();
     if (decode && ctas <= int64_t(kDecodeCtasPerSm) * sms)
     {
@@ -995,6 +995,9 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         return bad(why);
     if (args.is_gappy)
         return bad("is_gappy (local seqstart_k offsets) is not supported");
+    // group mode too: seqlen_k is the longest cache there, which sizes the splits and the launch
+    if (args.seqlen_k < 0 || args.seqlen_k > kMaxSeqlen)
+        return bad("seqlen_k (the longest cache) must be in [0, " + str(kMaxSeqlen) + "], got " + str(args.seqlen_k));
     if (args.num_splits < 0 || args.num_splits > kMaxSplits)
         return bad("num_splits must be in [0, " + str(kMaxSplits) + "] (0: heuristic), got " + str(args.num_splits));
     if (args.page_block_size < 0)
@@ -1137,9 +1140,12 @@ float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_confi
     if (std::string why = invalid_page_table(args.page_block_size, args.kv_page_indices, "kv_page_indices");
         !why.empty())
         return bad(why);
-    for (auto [n, ptr] : {std::pair{"kv_indptr", args.kv_indptr}, std::pair{"kv_last_page_lens", args.kv_last_page_lens}})
-        if (ptr == nullptr || !aligned(ptr, 4))
-            return bad(std::string(n) + " must be a 4-byte aligned int32 array");
+    if (args.kv_indptr == nullptr || !aligned(args.kv_indptr, 4))
+        return bad("kv_indptr must be a 4-byte aligned int32 [batch + 1] array");
+    // as AITER: kv_last_page_lens is required when page_block_size > 1 (pages of one key are always full)
+    if ((args.kv_last_page_lens == nullptr && args.page_block_size > 1) || !aligned(args.kv_last_page_lens, 4))
+        return bad("kv_last_page_lens must be a 4-byte aligned int32 [batch] array (it may be null only when "
+                   "page_block_size is 1)");
     if (args.num_total_pages < 0)
         return bad("num_total_pages must be >= 0, got " + str(args.num_total_pages));
 

@@ -36,16 +36,24 @@ struct SeqInfo
     }
 
     // Split-KV / batch-prefill: key counts come from the KV cache (paged K/V has no physical key rows to offset).
+    // They are device data, so each is clamped to what the call's host-side values allow: a batch-mode count to
+    // seqlen_k (the size masks, bias and rand_val were checked against), a group-mode one over a block table to what
+    // a table row addresses (batch mode: the host checked seqlen_k against it).
     __device__ __forceinline__ void apply_kv_cache(const FwdParams& p, int b)
     {
         const KvCacheParams& kv = p.kv;
         if (kv.page_indptr != nullptr)
         {
+            // SGLang's page table; without kv_last_page_lens (page size 1) every last page is full
             const int pages = kv.page_indptr[b + 1] - kv.page_indptr[b];
-            seqlen_k = pages > 0 ? kv.page_size * (pages - 1) + min(kv.last_page_lens[b], kv.page_size) : 0;
+            const int last  = kv.last_page_lens != nullptr ? min(kv.last_page_lens[b], kv.page_size) : kv.page_size;
+            const int64_t keys = pages > 0 ? int64_t(kv.page_size) * (pages - 1) + last : 0;
+            seqlen_k = int(max(int64_t(0), min(keys, int64_t(p.seq.is_group ? INT32_MAX : p.seqlen_k))));
         }
         else if (!p.seq.is_group && kv.seqlen_k != nullptr) // clamped to the cache's length (block-table row)
             seqlen_k = max(0, min(kv.seqlen_k[b], p.seqlen_k));
+        else if (p.seq.is_group && kv.block_table != nullptr)
+            seqlen_k = int(max(int64_t(0), min(int64_t(seqlen_k), kv.block_table_batch_stride * kv.page_size)));
         if (kv.page_size > 0)
             k_row0 = 0;
     }

@@ -1144,18 +1144,28 @@ cudaError_t asm_launch(const Params& p, int seqs, int kv_heads, int splits, cuda
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
-// The generic kernel's ring: as many slots as fit the shared memory a CTA gets when the grid's CTAs (csplit per
-// partition) share the `sms` SMs (the whole share of a partition in flight for a grid within the SMs; at least two
-// slots).
-void v1_ring(const Params& p, dim3 grid, int csplit, int sms, int& slots, size_t& smem)
+// What the launch shapes read about the current device.
+struct V1Device
 {
+    int sms = 0, max_cluster = 1;
+    int smem_block = 0, smem_sm = 0; // opt-in shared memory per block, shared memory per SM (bytes)
+    bool sm90 = false;
+};
+
+// The generic kernel's ring: as many slots as fit the shared memory a CTA gets when the grid's CTAs (csplit per
+// partition) share the device's SMs (the whole share of a partition in flight for a grid within the SMs; at least two
+// slots).
+void v1_ring(const Params& p, dim3 grid, int csplit, const V1Device& d, int& slots, size_t& smem)
+{
+    const int sms = d.sms;
     const int64_t ctas = int64_t(grid.x) * csplit * grid.y * grid.z;
     // (a cluster's CTAs at no more than half an SM's shared memory each: at a whole SM each, clusters of 4 no longer
     // all fit the GPCs at once, H100 b=1 4k with 1024-token partitions 466 GB/s against 808 in CTAs of 256)
     // (at most 4 CTAs' share: capped at 3 / 2, the ring's extra slots did not make up for the resident CTAs lost,
     // H100 b=16 1k 2025 -> 1570 / 1728 GB/s, b=1 32k 2365 -> 1759 / 1935, b=64 32k 3033 -> 3021 / 2700)
     const int per_sm = int(std::min<int64_t>(4, std::max<int64_t>(csplit > 1 ? 2 : 1, (ctas + sms - 1) / sms)));
-    const int budget = std::min(227 * 1024, 228 * 1024 / per_sm - 1024);
+    // (H100: 227 KB per block, 228 KB per SM, 1 KB of it reserved per CTA)
+    const int budget = std::min(d.smem_block, d.smem_sm / per_sm - 1024);
     const int fixed = v1_fixed_bytes(p.head_size, p.group, p.partition_size, p.block_size);
     const int slot  = v1_slot_bytes(p.head_size);
     const int tiles = (p.partition_size + kV1Tile - 1) / kV1Tile, most = 2 * ((tiles + csplit - 1) / csplit);
@@ -1195,12 +1205,6 @@ inline cudaLaunchConfig_t v1_config(dim3 grid, int csplit, size_t smem, cudaStre
 // again next call) whether the kernels run sm_90 code (the cluster merge and the programmatic launch of the combine
 // exist only there) and the largest cluster of them it runs with a whole SM's shared memory each (1, 2, 4 or 8).
 // Every instance has the same launch bounds; the one with the most registers answers for all.
-struct V1Device
-{
-    int sms = 0, max_cluster = 1;
-    bool sm90 = false;
-};
-
 // "" or the CUDA error
 std::string v1_device(V1Device& d)
 {
@@ -1208,7 +1212,9 @@ std::string v1_device(V1Device& d)
     static std::atomic<int> known[kDevices]; // 1 + max cluster + 16 x sm90, 0: not yet known
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev))
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+        cudaDeviceGetAttribute(&d.smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ||
+        cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev))
         return cudaGetErrorString(cudaGetLastError());
     if (const int k = dev < kDevices ? known[dev].load(std::memory_order_relaxed) : 0; k > 0)
         return d.max_cluster = (k - 1) % 16, d.sm90 = (k - 1) / 16 != 0, "";
@@ -1308,11 +1314,15 @@ namespace aiter {
 int64_t paged_attention_workspace_bytes(int num_seqs, int num_heads, int head_size, int max_context_len,
                                         int partition_size, int elem_bytes)
 {
-    if (partition_size < 1)
+    // -1 for arguments no call accepts (paged_attention_v1's limits; within them the product fits 64 bits)
+    if (partition_size < 1 || num_seqs < 0 || num_seqs > 65535 || num_heads < 0 || num_heads > 65535 ||
+        head_size < 0 || head_size > mha::paged::kMaxHead || max_context_len < 0 || elem_bytes < 1 || elem_bytes > 8)
         return -1;
     const int64_t parts = (int64_t(max_context_len) + partition_size - 1) / partition_size;
     if (parts <= 1)
         return 0;
+    if (parts > 65535)
+        return -1;
     return int64_t(num_seqs) * num_heads * parts * (int64_t(head_size) * elem_bytes + 2 * int64_t(sizeof(float)));
 }
 
@@ -1328,6 +1338,11 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
                          str(a.partition_size));
     if (!a.nhd && a.block_size % kX != 0)
         return mha::fail(who + "the HND layout needs block_size to be a multiple of 8, got " + str(a.block_size));
+    // NHD rows are tokens of num_kv_heads x head_size contiguous elements: a padded head stride has no token stride
+    // to go with it
+    if (a.nhd && a.num_kv_heads > 1 && (a.k_stride_head != a.head_size || a.v_stride_head != a.head_size))
+        return mha::fail(who + "the NHD layout needs k_stride_head and v_stride_head equal to head_size (" +
+                         str(a.head_size) + "), got " + str(a.k_stride_head) + " and " + str(a.v_stride_head));
     if (a.alibi_slopes != nullptr && !aligned(a.alibi_slopes, 4))
         return mha::fail(who + "alibi_slopes must be 4-byte aligned fp32");
     const int elem = 2;
@@ -1362,7 +1377,12 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
     const int csplit = v1_cluster(p, grid, a.max_context_len, dev);
     int slots = 0;
     size_t smem = 0;
-    v1_ring(p, grid, csplit, dev.sms, slots, smem);
+    v1_ring(p, grid, csplit, dev, slots, smem);
+    if (smem > size_t(dev.smem_block))
+        return mha::fail("paged_attention_v1: head_size " + str(a.head_size) + " with " + str(p.group) +
+                         " query heads per KV head and partitions of " + str(p.partition_size) + " tokens need " +
+                         str(int64_t(smem)) + " bytes of shared memory per CTA; this GPU allows " +
+                         str(dev.smem_block));
     const bool dependent = dev.sm90; // the combine as a programmatic dependent launch
     auto pass = [&]() -> cudaError_t {
         cudaError_t e;

@@ -482,8 +482,8 @@ void fill_common(aiter::paged_attention_args& a, const ImportedTensor& q, const 
     a.context_lens = static_cast<const int32_t*>(lens.data());
     a.num_seqs = static_cast<int>(q.size(0)), a.num_heads = static_cast<int>(q.size(1));
     a.head_size = static_cast<int>(q.size(2));
-    a.q_stride_seq = q.stride(0), a.q_stride_head = q.stride(1);
-    a.o_stride_seq = out.stride(0), a.o_stride_head = out.stride(1);
+    a.q_stride_seq = q.stride_or_packed(0), a.q_stride_head = q.stride_or_packed(1);
+    a.o_stride_seq = out.stride_or_packed(0), a.o_stride_head = out.stride_or_packed(1);
 }
 
 void check_tables(const ImportedTensor& q, const ImportedTensor& tables, const ImportedTensor& lens)
@@ -492,6 +492,11 @@ void check_tables(const ImportedTensor& q, const ImportedTensor& tables, const I
     lens.check_layout(1, "[num_seqs] int32", &kI32, "expected", false);
     expect_size(tables, 0, q.size(0), "num_seqs (dim 0)", "query's num_seqs");
     expect_size(lens, 0, q.size(0), "num_seqs (dim 0)", "query's num_seqs");
+    // The library takes one row stride, which also bounds what a row addresses (context_lens are clamped to
+    // block_size x that stride): rows padded past the view's width would let a long context read entries outside it.
+    if (!tables.contiguous())
+        invalid("block_tables must be a contiguous [num_seqs, max_blocks_per_seq] int32 array (stride(0) == size(1)), "
+                "got shape " + shape_str(tables.shape()) + " with row stride " + std::to_string(tables.stride(0)));
 }
 
 void call_paged(float (*fn)(const aiter::paged_attention_args&, const ck_tile::stream_config&),
@@ -580,6 +585,8 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
         expect_size(*alibi, 0, q.size(1), "length", "query's num_heads");
     }
     ImportedTensor ws(ws_o, "workspace_buffer", strm);
+    if (!ws.contiguous()) // its size is taken as numel x element size
+        invalid("workspace_buffer must be contiguous, got shape " + shape_str(ws.shape()));
     for (const ImportedTensor* t : {&q, &k, &v, &out, &tables, &lens, &ws})
         t->check_device(&q);
     if (alibi)
@@ -591,17 +598,14 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
     a.alibi_slopes = alibi ? static_cast<const float*>(alibi->data()) : nullptr;
     a.workspace = ws.data(), a.workspace_bytes = ws.numel() * ((ws.dtype().bits + 7) / 8);
     a.num_kv_heads = static_cast<int>(hk), a.block_size = static_cast<int>(bs);
-    if (q.size(0) > 1 && tables.stride(0) < tables.size(1))
-        invalid("block_tables rows must not overlap (stride(0) = " + std::to_string(tables.stride(0)) + " < " +
-                std::to_string(tables.size(1)) + " entries per row)");
-    a.block_tables_stride = q.size(0) > 1 ? tables.stride(0) : static_cast<int>(tables.size(1));
+    a.block_tables_stride = static_cast<int>(tables.size(1)); // contiguous rows (check_tables)
     a.max_context_len = static_cast<int>(int_arg(max_context_len, "max_context_len", 0,
                                                  std::min<int64_t>(bs * tables.size(1), kIndexMax),
                                                  " (block_size x the block_tables width)"));
     a.partition_size = static_cast<int>(int_arg(partition_size, "partition_size", 1, 1 << 20));
-    a.k_stride_block = k.stride(0), a.v_stride_block = v.stride(0);
-    a.k_stride_head = nhd ? k.stride(2) : k.stride(1);
-    a.v_stride_head = nhd ? v.stride(2) : v.stride(1);
+    a.k_stride_block = k.stride_or_packed(0), a.v_stride_block = v.stride_or_packed(0);
+    a.k_stride_head = nhd ? k.stride_or_packed(2) : k.stride_or_packed(1);
+    a.v_stride_head = nhd ? v.stride_or_packed(2) : v.stride_or_packed(1);
     a.scale = static_cast<float>(real_arg(scale, "scale"));
     a.logits_soft_cap = static_cast<float>(real_arg(softcap, "logits_soft_cap"));
     a.sliding_window = static_cast<int>(int_arg(sliding_window, "sliding_window", 0, kIndexMax));
@@ -663,22 +667,23 @@ py::object pa_fwd_asm(const py::object& q_o, const py::object& k_o, const py::ob
     a.block_tables = static_cast<const int32_t*>(tables.data());
     a.context_lens = static_cast<const int32_t*>(lens.data());
     a.num_seqs = static_cast<int>(q.size(0)), a.num_heads = static_cast<int>(q.size(1)), a.head_size = 128;
-    a.q_stride_seq = q.stride(0), a.q_stride_head = q.stride(1);
-    a.o_stride_seq = out_in ? out_in->stride(0) : q.size(1) * 128;
-    a.o_stride_head = out_in ? out_in->stride(1) : 128;
+    a.q_stride_seq = q.stride_or_packed(0), a.q_stride_head = q.stride_or_packed(1);
+    a.o_stride_seq = out_in ? out_in->stride_or_packed(0) : q.size(1) * 128;
+    a.o_stride_head = out_in ? out_in->stride_or_packed(1) : 128;
     a.key_cache = k.data(), a.value_cache = v.data();
     a.num_kv_heads = static_cast<int>(k.size(1)), a.block_size = 16;
-    // AITER passes the row stride separately; it must be the table's own (rows never overlap, never run past it)
+    // AITER passes the row stride separately; it must be the table's own, its row width (contiguous rows:
+    // check_tables), so that no row reads past its entries
     const int64_t stride0 = int_arg(tables_stride0, "block_tables_stride0", 1, kIndexMax);
-    if (q.size(0) > 1 && stride0 != tables.stride(0))
+    if (stride0 != tables.size(1))
         invalid("block_tables_stride0 (" + std::to_string(stride0) + ") must equal block_tables.stride(0) (" +
-                std::to_string(tables.stride(0)) + ")");
+                std::to_string(tables.size(1)) + " for its contiguous rows)");
     a.block_tables_stride = static_cast<int>(stride0);
     // each context must fit the table width: context_lens are device data, so this bounds what the kernel may read
     a.max_context_len = static_cast<int>(std::min<int64_t>(int64_t(a.block_size) * tables.size(1), kIndexMax));
     a.partition_size = 16;
-    a.k_stride_block = k.stride(0), a.k_stride_head = k.stride(1);
-    a.v_stride_block = v.stride(0), a.v_stride_head = v.stride(1);
+    a.k_stride_block = k.stride_or_packed(0), a.k_stride_head = k.stride_or_packed(1);
+    a.v_stride_block = v.stride_or_packed(0), a.v_stride_head = v.stride_or_packed(1);
     a.scale = 1.f / std::sqrt(128.f); // the asm kernel has no scale argument
     call_paged(&aiter::pa_fwd_asm, a, device, strm, "pa_fwd_asm");
     if (out_in)
@@ -744,7 +749,8 @@ constexpr const char* kPagedV1Doc =
     "kv_cache_layout 'HND' (vLLM): key_cache [num_blocks, num_kv_heads, head_size/8, block_size, 8], value_cache\n"
     "[num_blocks, num_kv_heads, head_size, block_size] (block_size a multiple of 8); 'NHD': both [num_blocks,\n"
     "block_size, num_kv_heads, head_size]. Block and head strides are free (0 aliases every block to one).\n"
-    "block_tables int32 [num_seqs, max_blocks]; context_lens int32 [num_seqs]; max_context_len >= every context.\n"
+    "block_tables int32 [num_seqs, max_blocks] (contiguous); context_lens int32 [num_seqs]; max_context_len >=\n"
+    "every context.\n"
     "The context is processed in partitions of partition_size tokens (a multiple of block_size, <= 1024); with\n"
     "more than one, workspace_buffer (any dtype, contiguous) must hold paged_attention_workspace_bytes(...)\n"
     "bytes, else ValueError. alibi_slopes fp32 [num_heads] or None; logits_soft_cap > 0 caps the scaled scores;\n"
@@ -755,7 +761,7 @@ constexpr const char* kPaAsmDoc =
     "Paged-attention decode, the tuned implementation (AITER's pa_fwd_asm signature): head_size 128, block 16,\n"
     "scale 1/sqrt(128). Q [num_seqs, num_heads, 128]; K [num_blocks, num_kv_heads, 16, 16, 8] (vLLM 5D); V in the\n"
     "asm layout [num_blocks, num_kv_heads, 2, 128, 8] (V.view(B, H, 128, 2, 8).permute(0, 1, 3, 2, 4)).\n"
-    "block_tables int32 [num_seqs, >= block_tables_stride0 / 1 rows], context_lens int32 [num_seqs]. Writes out_ or\n"
+    "block_tables int32 [num_seqs, block_tables_stride0] (contiguous), context_lens int32 [num_seqs]. Writes out_ or\n"
     "returns a new [num_seqs, num_heads, 128] array. No workspace: one CTA per (KV head, sequence) walks the whole\n"
     "context. max_qlen 1 and no quantization scales (not yet).";
 

@@ -227,6 +227,32 @@ class ImportedTensor
         return (s < 0 || s > kIndexMax) ? 0 : static_cast<index_t>(s);
     }
 
+    // Element stride of dim i for a call that validates strides (multiples of 8, say) but never steps along a size-1
+    // dim: there the row-major stride the later dims would give. Some producers report any stride for such a dim
+    // (PyTorch up to 2.9 exports 1 through DLPack), which would fail those checks.
+    index_t stride_or_packed(int i) const
+    {
+        if (shape_[i] > 1)
+            return stride(i);
+        int64_t packed = 1;
+        for (int j = i + 1; j < ndim(); ++j)
+            packed *= shape_[j];
+        return packed > kIndexMax ? 0 : static_cast<index_t>(packed);
+    }
+
+    // Row-major and dense (size-1 dims ignored): numel() elements from data(), nothing between them.
+    bool contiguous() const
+    {
+        int64_t want = 1;
+        for (int i = ndim() - 1; i >= 0; --i)
+        {
+            if (shape_[i] > 1 && strides_[i] != want)
+                return false;
+            want *= shape_[i];
+        }
+        return true;
+    }
+
     // ndim, dtype, sizes, strides: the layout checks every q/k/v/out/lse goes through, in the order a user fixes them.
     // `want` is the required dtype (null: float16 or bfloat16) and `want_why` names where it comes from. The device is
     // checked separately (check_device), last, so that layout errors are reported for host arrays too.

@@ -39,7 +39,8 @@ static void run(const char* name, const std::function<void(aiter::mha_fwd_args&)
 }
 
 // A well-formed decode call (1 query, 8 KV heads, 32 query heads) on fake buffers, edited into an invalid one.
-static void split(const char* name, const std::function<void(aiter::mha_fwd_splitkv_args&)>& edit)
+static void split(const char* name, const std::function<void(aiter::mha_fwd_splitkv_args&)>& edit,
+                  bool group = false)
 {
     static char buf[1024] __attribute__((aligned(16)));
     aiter::mha_fwd_splitkv_args s{};
@@ -53,7 +54,7 @@ static void split(const char* name, const std::function<void(aiter::mha_fwd_spli
     s.batch_stride_q = s.batch_stride_o = 32 * 128, s.batch_stride_k = s.batch_stride_v = 8 * 4096 * 128;
     s.window_size_left = s.window_size_right = -1;
     edit(s);
-    const float r = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false, mask_enum::no_mask,
+    const float r = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", group, mask_enum::no_mask,
                                            bias_enum::no_bias, false);
     std::printf("%s %g %s\n", name, r, aiter::mha_get_last_error());
 }
@@ -172,6 +173,9 @@ int main(int argc, char** argv)
             s.split_stride_lse_acc = 64;
         });
     split("splitkv_seqlen_big", [](auto& s) { s.seqlen_k = 2147483647; });
+    split("splitkv_group_seqlen_big", [](auto& s) { // group mode: seqlen_k (the longest cache) sizes the splits
+        s.seqstart_q_ptr = s.seqstart_k_ptr = s.q_ptr, s.seqlen_k = 2147483647;
+    }, true);
     split("splitkv_page_neg", [](auto& s) { s.page_block_size = -16; });
     split("splitkv_sink", [](auto& s) { s.sink_size = 4; });
 
@@ -197,6 +201,10 @@ int main(int argc, char** argv)
     const float rk = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
                                               bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
     std::printf("prefill_sink_neg %g %s\n", rk, aiter::mha_get_last_error());
+    bp.sink_size = 0, bp.kv_last_page_lens = nullptr; // required with pages of more than one key
+    const float rl = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
+                                              bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
+    std::printf("prefill_last_null %g %s\n", rl, aiter::mha_get_last_error());
 
     // paged attention: table pointers off their int32 alignment, more heads than a grid dimension holds
     auto paged = [](const char* name, const std::function<void(aiter::paged_attention_args&)>& edit) {

@@ -292,8 +292,10 @@ bool bigpool_case()
 // over > 0: sequences filling the cache get cap + over as their key count (device data past the cache: it clamps to
 // cap, and the reference sees cap keys)
 // tile: on an sm_90 GPU, a substring the split-KV call's kernel name must contain (its tile, e.g. "b16x32")
+// group: the split-KV call in group mode (Q / O [total_q, h, d], partials [splits, h, total_q(, d)]); its key
+// counts over a block table clamp to the table row (cap a multiple of page: to cap)
 bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, int page, int sq, uint32_t seed,
-                 int d = 128, int over = 0, const char* tile = nullptr)
+                 int d = 128, int over = 0, const char* tile = nullptr, bool group = false)
 {
     const int b = int(lens.size()), h = 32, hk = 8;
     std::mt19937 g(seed);
@@ -390,8 +392,14 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     s.stride_o_acc = d, s.nhead_stride_o_acc = sq * d, s.batch_stride_o_acc = h * sq * d;
     s.split_stride_o_acc = b * h * sq * d;
     s.nhead_stride_lse_acc = sq, s.batch_stride_lse_acc = h * sq, s.split_stride_lse_acc = b * h * sq;
+    if (group) // rows at their physical (seqstart_q) position; partials [splits, h, total_q(, d)]
+    {
+        s.seqstart_q_ptr = dqs, s.seqstart_k_ptr = dks;
+        s.nhead_stride_o_acc = tq * d, s.split_stride_o_acc = h * tq * d;
+        s.nhead_stride_lse_acc = tq, s.split_stride_lse_acc = h * tq;
+    }
     s.window_size_left = -1, s.window_size_right = wr, s.mask_type = mask_type;
-    const float t2 = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false,
+    const float t2 = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", group,
                                             sq > 1 ? mask_enum::mask_bottom_right : mask_enum::no_mask,
                                             bias_enum::no_bias, true);
     const std::string kernel = t2 >= 0 ? aiter::mha_get_last_kernel_name() : "";
@@ -417,6 +425,104 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
                      download(l2, size_t(h) * tq));
     for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)dkc, (void*)dvc, (void*)dqs, (void*)dks, (void*)dl,
                     (void*)dt, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
+        cudaFree(x);
+    return ok;
+}
+
+// Batch-mode mha_batch_prefill (Q / O [b, sq, h, d], 8 query heads on 2 KV heads, d128, bottom-right causal with
+// a left window): batch i's page table holds table_keys[i] keys and seqlen_k = cap bounds them (masks, bias and
+// rand_val are sized by seqlen_k, so the kernels clamp each count to it), against mha_fwd in group mode on the first
+// min(table_keys[i], cap) keys, copied out to every query head. Keys past cap are random data, so reading them
+// shows. null_last: no kv_last_page_lens (allowed for pages of one key).
+bool prefill_batch_case(const char* name, std::vector<int> table_keys, int cap, int sq, int page, bool null_last,
+                        int wl, uint32_t seed)
+{
+    std::mt19937 g(seed);
+    const int b = int(table_keys.size()), h = 8, hk = 2, d = 128, tq = b * sq, ratio = h / hk;
+    std::vector<int> qs(b + 1, 0), ks(b + 1, 0), indptr(b + 1, 0), last(b);
+    for (int i = 0; i < b; ++i)
+    {
+        const int n = (table_keys[i] + page - 1) / page; // table_keys[i] >= 1
+        qs[i + 1] = qs[i] + sq, ks[i + 1] = ks[i] + std::min(table_keys[i], cap);
+        indptr[i + 1] = indptr[i] + n, last[i] = table_keys[i] - (n - 1) * page;
+    }
+    const int tk = ks[b], pool = indptr[b] + 2;
+    std::vector<int> ids(pool);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), g);
+    ids.resize(indptr[b]);
+    const size_t row = size_t(hk) * d, page_elems = size_t(page) * row;
+    const auto q = random_bf16(size_t(tq) * h * d, g), kc = random_bf16(pool * page_elems, g),
+               vc = random_bf16(pool * page_elems, g);
+    std::vector<bf16> kx(size_t(std::max(tk, 1)) * h * d), vx(kx.size());
+    for (int i = 0; i < b; ++i)
+        for (int j = 0; j < ks[i + 1] - ks[i]; ++j)
+            for (int hh = 0; hh < h; ++hh)
+            {
+                const size_t src = size_t(ids[indptr[i] + j / page]) * page_elems + (j % page) * row + hh / ratio * d;
+                std::copy_n(kc.begin() + src, d, kx.begin() + (size_t(ks[i] + j) * h + hh) * d);
+                std::copy_n(vc.begin() + src, d, vx.begin() + (size_t(ks[i] + j) * h + hh) * d);
+            }
+    bf16 *dq = upload(q), *dk = upload(kx), *dv = upload(vx), *dkc = upload(kc), *dvc = upload(vc);
+    int *dqs = upload(qs), *dks = upload(ks), *dind = upload(indptr), *dids = upload(ids), *dlast = upload(last);
+    const size_t on = size_t(tq) * h * d;
+    bf16 *o1 = nullptr, *o2 = nullptr;
+    float *l1 = nullptr, *l2 = nullptr;
+    CHECK(cudaMalloc(&o1, on * 2));
+    CHECK(cudaMalloc(&o2, on * 2));
+    CHECK(cudaMalloc(&l1, size_t(h) * tq * 4));
+    CHECK(cudaMalloc(&l2, size_t(h) * tq * 4));
+    CHECK(cudaMemset(o2, 0xFF, on * 2));
+    CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
+
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16", a.is_group_mode = true, a.has_lse = true;
+    a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o1, a.lse_ptr = l1;
+    a.seqstart_q_ptr = dqs, a.seqstart_k_ptr = dks;
+    a.batch = b, a.max_seqlen_q = sq, a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = h;
+    a.scale_s = 1.f / std::sqrt(float(d));
+    a.stride_q = a.stride_o = a.stride_k = a.stride_v = h * d;
+    a.nhead_stride_q = a.nhead_stride_o = a.nhead_stride_k = a.nhead_stride_v = d;
+    a.nhead_stride_lse = tq;
+    a.window_size_left = wl, a.window_size_right = 0, a.mask_type = 2;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    const float t1 = aiter::mha_fwd(a, ck_tile::stream_config{});
+    const std::string err1 = t1 < 0 ? aiter::mha_get_last_error() : "";
+
+    aiter::mha_batch_prefill_args p{};
+    p.q_ptr = dq, p.k_ptr = dkc, p.v_ptr = dvc, p.o_ptr = o2, p.lse_ptr = l2;
+    p.seqlen_q = sq, p.seqlen_k = cap, p.batch = b, p.max_seqlen_q = sq, p.hdim_q = p.hdim_v = d;
+    p.nhead_q = h, p.nhead_k = hk;
+    p.num_total_pages = pool, p.page_block_size = page, p.kv_indptr = dind, p.kv_page_indices = dids;
+    p.kv_last_page_lens = null_last ? nullptr : dlast;
+    p.scale_s = a.scale_s;
+    p.stride_q = p.stride_o = h * d, p.nhead_stride_q = p.nhead_stride_o = d, p.batch_stride_q = p.batch_stride_o =
+                                                                                  sq * h * d;
+    p.stride_k = p.stride_v = hk * d, p.nhead_stride_k = p.nhead_stride_v = d;
+    p.batch_stride_k = p.batch_stride_v = int(page_elems);
+    p.nhead_stride_lse = sq, p.batch_stride_lse = h * sq; // [b, h, sq]
+    p.window_size_left = wl, p.window_size_right = 0, p.mask_type = 2;
+    p.drop_seed_offset = a.drop_seed_offset;
+    const float t2 = aiter::mha_batch_prefill(p, ck_tile::stream_config{}, "bf16", false, mask_enum::mask_bottom_right,
+                                              bias_enum::no_bias, true, quant_scale_enum::no_scale, false);
+    CHECK(cudaDeviceSynchronize());
+    bool ok = t1 >= 0 && t2 >= 0;
+    if (!ok)
+        std::printf("%s FAIL: %s\n", name, t1 < 0 ? ("mha_fwd (the reference): " + err1).c_str()
+                                                  : aiter::mha_get_last_error());
+    else
+    {
+        // LSE [b, h, sq] -> the reference's [h, total_q]
+        const std::vector<float> lb = download(l2, size_t(h) * tq);
+        std::vector<float> lg(lb.size());
+        for (int i = 0; i < b; ++i)
+            for (int hh = 0; hh < h; ++hh)
+                for (int r = 0; r < sq; ++r)
+                    lg[size_t(hh) * tq + i * sq + r] = lb[(size_t(i) * h + hh) * sq + r];
+        ok = compare(name, download(o1, on), download(o2, on), download(l1, size_t(h) * tq), lg);
+    }
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)dkc, (void*)dvc, (void*)dqs, (void*)dks, (void*)dind,
+                    (void*)dids, (void*)dlast, (void*)o1, (void*)o2, (void*)l1, (void*)l2})
         cudaFree(x);
     return ok;
 }
@@ -986,6 +1092,10 @@ int main()
     ok &= prefill_case("prefill page128 softcap", {300, 5}, {257, 700}, 6, 3, 96, 128, 0, -1, -1, 30.f, 0.f, 3);
     ok &= prefill_case("prefill page32 dropout", {100, 64}, {120, 90}, 4, 2, 128, 32, 2, -1, 0, 0.f, 0.3f, 4);
     ok &= prefill_case("prefill page64 d256 empty seq", {0, 50, 9}, {10, 0, 77}, 2, 1, 256, 64, 1, -1, 0, 0.f, 0.f, 5);
+    // batch mode: page-table key counts past seqlen_k clamp to it (one short, one empty but for its last key)
+    ok &= prefill_batch_case("prefill batch mode page16 counts past seqlen_k", {150, 37, 100, 1}, 100, 20, 16, false,
+                             40, 14);
+    ok &= prefill_batch_case("prefill batch mode page1 no last_page_lens", {70, 5, 130}, 120, 7, 1, true, -1, 15);
     // max_seqlen_q over-estimated so that it times the 1024 query heads of the KV head (2^31 + 16384 tile rows)
     // overflows 32 bits: each query head then gets its own tile (pack_ratio), every row still computed
     ok &= prefill_case("prefill page16 gqa1024 max_seqlen_q 2^21+16", {20}, {130}, 1024, 1, 128, 16, 0, -1, -1, 0.f,
@@ -1061,6 +1171,16 @@ int main()
     ok &= ragged_case("ragged splitkv key counts past the cache page=16", {3000, 1, 700, 3000}, 3000, 3, 16, 1, 63, 128,
                       1 << 24);
     ok &= ragged_case("ragged splitkv causal key counts past the cache", {3000, 5, 3000}, 3000, 4, 0, 3, 64, 128, 1);
+    // group mode over a block table: counts past a table row clamp to it (cap = 128 pages of 16); the heuristic, a
+    // cluster of 8, the split grid, one split
+    for (int splits : {0, 8, 16, 1})
+    {
+        char name[96];
+        std::snprintf(name, sizeof(name), "ragged splitkv group mode key counts past the table splits=%d", splits);
+        ok &= ragged_case(name, {2048, 1, 700, 2048}, 2048, splits, 16, 1, 100 + splits, 128, 1 << 20, nullptr, true);
+    }
+    ok &= ragged_case("ragged splitkv group mode causal sq=3 page=128", {2048, 5, 1000}, 2048, 3, 128, 3, 104, 128,
+                      5000, nullptr, true);
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
         ok &= graph_case(b, splits);
     ok &= concurrent_merge_case();

@@ -208,6 +208,44 @@ static bool run_case(const Case& c, std::mt19937& rng)
     return ok;
 }
 
+// Arguments the library must refuse with a reason, not run: an NHD cache with a padded head stride (its token stride
+// would be wrong), and workspace sizes for arguments no call accepts (the product would overflow).
+bool errors_case()
+{
+    bool ok = true;
+    auto expect = [&](bool cond, const char* what) {
+        std::printf("%-34s %s\n", what, cond ? "ok" : "FAIL");
+        ok = ok && cond;
+    };
+    const int S = 2, H = 4, hk = 2, D = 72, bs = 16, blocks = 4;
+    uint16_t *dq = nullptr, *dk = nullptr, *dout = nullptr;
+    int32_t* dt = nullptr;
+    CHECK(cudaMalloc(&dq, size_t(S) * H * D * 2));
+    CHECK(cudaMalloc(&dout, size_t(S) * H * D * 2));
+    CHECK(cudaMalloc(&dk, size_t(blocks) * bs * hk * 80 * 2));
+    CHECK(cudaMalloc(&dt, 64));
+    aiter::paged_attention_args a{};
+    a.data_type = "bf16";
+    a.query = dq, a.key_cache = dk, a.value_cache = dk, a.out = dout, a.block_tables = dt, a.context_lens = dt;
+    a.num_seqs = S, a.num_heads = H, a.num_kv_heads = hk, a.head_size = D, a.block_size = bs;
+    a.block_tables_stride = 2, a.max_context_len = 16, a.partition_size = 256;
+    a.q_stride_seq = a.o_stride_seq = int64_t(H) * D, a.q_stride_head = a.o_stride_head = D;
+    a.k_stride_block = a.v_stride_block = int64_t(bs) * hk * 80;
+    a.k_stride_head = a.v_stride_head = 80; // heads padded to 80 elements
+    a.scale = 0.1f, a.nhd = true;
+    const float r = aiter::paged_attention_v1(a, ck_tile::stream_config{});
+    expect(r < 0 && std::strstr(aiter::mha_get_last_error(), "NHD layout needs") != nullptr,
+           "refuses NHD with padded heads");
+    expect(aiter::paged_attention_workspace_bytes(65535, 65535, 256, 2147483647, 1, 2) == -1,
+           "workspace_bytes past the limits");
+    expect(aiter::paged_attention_workspace_bytes(-1, 8, 128, 600, 256, 2) == -1, "workspace_bytes negative");
+    expect(aiter::paged_attention_workspace_bytes(2, 8, 128, 600, 256, 2) == int64_t(2) * 8 * 3 * (128 * 2 + 8),
+           "workspace_bytes of 3 partitions");
+    for (void* p : {(void*)dq, (void*)dk, (void*)dout, (void*)dt})
+        CHECK(cudaFree(p));
+    return ok;
+}
+
 int main()
 {
     std::mt19937 rng(20261126);
@@ -233,6 +271,7 @@ int main()
     bool ok = true;
     for (const Case& c : cases)
         ok = run_case(c, rng) && ok;
+    ok = errors_case() && ok;
     std::printf("%s\n", ok ? "paged_check: all ok" : "paged_check: FAILED");
     return ok ? 0 : 1;
 }
