@@ -77,6 +77,27 @@ bool compare(const char* name, const std::vector<bf16>& a, const std::vector<bf1
     return ok;
 }
 
+// The reference call of the ragged and batch-prefill cases: mha_fwd in group mode, bf16, MHA (K / V copied out to
+// every query head, so mha_fwd runs its per-head prefill kernel, not the split tiles under test), Q / O / K / V
+// [rows, h, d], LSE [h, total_q]; no mask (the caller sets one).
+aiter::mha_fwd_args mha_reference_args(const void* q, const void* k, const void* v, void* o, void* lse,
+                                       const int* seqstart_q, const int* seqstart_k, int b, int max_q, int h, int d,
+                                       int total_q)
+{
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16", a.is_group_mode = true, a.has_lse = true;
+    a.q_ptr = q, a.k_ptr = k, a.v_ptr = v, a.o_ptr = o, a.lse_ptr = lse;
+    a.seqstart_q_ptr = seqstart_q, a.seqstart_k_ptr = seqstart_k;
+    a.batch = b, a.max_seqlen_q = max_q, a.hdim_q = a.hdim_v = d, a.nhead_q = a.nhead_k = h;
+    a.scale_s = 1.f / std::sqrt(float(d));
+    a.stride_q = a.stride_o = a.stride_k = a.stride_v = h * d;
+    a.nhead_stride_q = a.nhead_stride_o = a.nhead_stride_k = a.nhead_stride_v = d;
+    a.nhead_stride_lse = total_q;
+    a.window_size_left = a.window_size_right = -1;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    return a;
+}
+
 // Group-mode Q/O [total_q, h, d]; keys of batch b: dense rows seqstart_k[b].. of [total_k, h_k, d], or pages.
 // max_q_given > 0: the max_seqlen_q mha_batch_prefill gets (an over-estimate; the reference gets the true one).
 bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, int h, int hk, int d, int page,
@@ -363,17 +384,8 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
     const int mask_type = sq > 1 ? 2 : 0, wr = sq > 1 ? 0 : -1;
 
-    aiter::mha_fwd_args a{};
-    a.data_type = "bf16", a.is_group_mode = true, a.has_lse = true;
-    a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o1, a.lse_ptr = l1;
-    a.seqstart_q_ptr = dqs, a.seqstart_k_ptr = dks;
-    a.batch = b, a.max_seqlen_q = sq, a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = h;
-    a.scale_s = 1.f / std::sqrt(float(d));
-    a.stride_q = a.stride_o = h * d, a.stride_k = a.stride_v = h * d;
-    a.nhead_stride_q = a.nhead_stride_o = d, a.nhead_stride_k = a.nhead_stride_v = d;
-    a.nhead_stride_lse = tq;
+    aiter::mha_fwd_args a = mha_reference_args(dq, dk, dv, o1, l1, dqs, dks, b, sq, h, d, tq);
     a.window_size_left = -1, a.window_size_right = wr, a.mask_type = mask_type;
-    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
     const float t1 = aiter::mha_fwd(a, ck_tile::stream_config{});
     const std::string ref_kernel = t1 >= 0 ? aiter::mha_get_last_kernel_name() : "";
 
@@ -475,17 +487,8 @@ bool prefill_batch_case(const char* name, std::vector<int> table_keys, int cap, 
     CHECK(cudaMemset(o2, 0xFF, on * 2));
     CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
 
-    aiter::mha_fwd_args a{};
-    a.data_type = "bf16", a.is_group_mode = true, a.has_lse = true;
-    a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o1, a.lse_ptr = l1;
-    a.seqstart_q_ptr = dqs, a.seqstart_k_ptr = dks;
-    a.batch = b, a.max_seqlen_q = sq, a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = h;
-    a.scale_s = 1.f / std::sqrt(float(d));
-    a.stride_q = a.stride_o = a.stride_k = a.stride_v = h * d;
-    a.nhead_stride_q = a.nhead_stride_o = a.nhead_stride_k = a.nhead_stride_v = d;
-    a.nhead_stride_lse = tq;
+    aiter::mha_fwd_args a = mha_reference_args(dq, dk, dv, o1, l1, dqs, dks, b, sq, h, d, tq);
     a.window_size_left = wl, a.window_size_right = 0, a.mask_type = 2;
-    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
     const float t1 = aiter::mha_fwd(a, ck_tile::stream_config{});
     const std::string err1 = t1 < 0 ? aiter::mha_get_last_error() : "";
 
