@@ -167,6 +167,24 @@ def test_bhsd_views(dt, mask, sq, sk):
     check_lse(lse, ref_lse, f"bhsd {dt} {mask}")
 
 
+def test_size_one_dims_with_any_stride():
+    """PyTorch up to 2.9 exports the stride of a size-1 dim as 1 through DLPack: a decode step (batch 1, one query)
+    over MQA reaches the library with such strides; it never steps along those dims, so they must not matter."""
+    dtype, d = torch.bfloat16, 128
+    q, k, v = make_qkv(1, 1, 300, 8, 1, d, dtype, seed_of("size-1 strides"))
+
+    def ones(t):  # stride 1 on every size-1 dim
+        return t.as_strided(t.shape, tuple(1 if n == 1 else s for n, s in zip(t.shape, t.stride())))
+
+    q, k, v = ones(q), ones(k), ones(v)
+    out, lse = poisoned_outputs(1, 1, 8, d, dtype)
+    out, lse = ones(out), ones(lse)
+    aiter_mha.mha_fwd(q, k, v, out=out, lse=lse)
+    torch.cuda.synchronize()
+    ref_lse = check_out(out, q, k, v, 1 / math.sqrt(d), 0, -1, -1, "size-1 strides")
+    check_lse(lse, ref_lse, "size-1 strides")
+
+
 def random_configs(n=20, seed=7):
     r = random.Random(seed)
     cfgs = []

@@ -482,8 +482,8 @@ void fill_common(aiter::paged_attention_args& a, const ImportedTensor& q, const 
     a.context_lens = static_cast<const int32_t*>(lens.data());
     a.num_seqs = static_cast<int>(q.size(0)), a.num_heads = static_cast<int>(q.size(1));
     a.head_size = static_cast<int>(q.size(2));
-    a.q_stride_seq = q.stride_or_packed(0), a.q_stride_head = q.stride_or_packed(1);
-    a.o_stride_seq = out.stride_or_packed(0), a.o_stride_head = out.stride_or_packed(1);
+    a.q_stride_seq = q.stride(0), a.q_stride_head = q.stride(1);
+    a.o_stride_seq = out.stride(0), a.o_stride_head = out.stride(1);
 }
 
 void check_tables(const ImportedTensor& q, const ImportedTensor& tables, const ImportedTensor& lens)
@@ -603,9 +603,9 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
                                                  std::min<int64_t>(bs * tables.size(1), kIndexMax),
                                                  " (block_size x the block_tables width)"));
     a.partition_size = static_cast<int>(int_arg(partition_size, "partition_size", 1, 1 << 20));
-    a.k_stride_block = k.stride_or_packed(0), a.v_stride_block = v.stride_or_packed(0);
-    a.k_stride_head = nhd ? k.stride_or_packed(2) : k.stride_or_packed(1);
-    a.v_stride_head = nhd ? v.stride_or_packed(2) : v.stride_or_packed(1);
+    a.k_stride_block = k.stride(0), a.v_stride_block = v.stride(0);
+    a.k_stride_head = nhd ? k.stride(2) : k.stride(1);
+    a.v_stride_head = nhd ? v.stride(2) : v.stride(1);
     a.scale = static_cast<float>(real_arg(scale, "scale"));
     a.logits_soft_cap = static_cast<float>(real_arg(softcap, "logits_soft_cap"));
     a.sliding_window = static_cast<int>(int_arg(sliding_window, "sliding_window", 0, kIndexMax));
@@ -667,9 +667,9 @@ py::object pa_fwd_asm(const py::object& q_o, const py::object& k_o, const py::ob
     a.block_tables = static_cast<const int32_t*>(tables.data());
     a.context_lens = static_cast<const int32_t*>(lens.data());
     a.num_seqs = static_cast<int>(q.size(0)), a.num_heads = static_cast<int>(q.size(1)), a.head_size = 128;
-    a.q_stride_seq = q.stride_or_packed(0), a.q_stride_head = q.stride_or_packed(1);
-    a.o_stride_seq = out_in ? out_in->stride_or_packed(0) : q.size(1) * 128;
-    a.o_stride_head = out_in ? out_in->stride_or_packed(1) : 128;
+    a.q_stride_seq = q.stride(0), a.q_stride_head = q.stride(1);
+    a.o_stride_seq = out_in ? out_in->stride(0) : q.size(1) * 128;
+    a.o_stride_head = out_in ? out_in->stride(1) : 128;
     a.key_cache = k.data(), a.value_cache = v.data();
     a.num_kv_heads = static_cast<int>(k.size(1)), a.block_size = 16;
     // AITER passes the row stride separately; it must be the table's own, its row width (contiguous rows:
@@ -682,8 +682,8 @@ py::object pa_fwd_asm(const py::object& q_o, const py::object& k_o, const py::ob
     // each context must fit the table width: context_lens are device data, so this bounds what the kernel may read
     a.max_context_len = static_cast<int>(std::min<int64_t>(int64_t(a.block_size) * tables.size(1), kIndexMax));
     a.partition_size = 16;
-    a.k_stride_block = k.stride_or_packed(0), a.k_stride_head = k.stride_or_packed(1);
-    a.v_stride_block = v.stride_or_packed(0), a.v_stride_head = v.stride_or_packed(1);
+    a.k_stride_block = k.stride(0), a.k_stride_head = k.stride(1);
+    a.v_stride_block = v.stride(0), a.v_stride_head = v.stride(1);
     a.scale = 1.f / std::sqrt(128.f); // the asm kernel has no scale argument
     call_paged(&aiter::pa_fwd_asm, a, device, strm, "pa_fwd_asm");
     if (out_in)

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <memory>
@@ -219,24 +220,20 @@ class ImportedTensor
     }
     void* data() const { return static_cast<char*>(owner_.mt->dl_tensor.data) + owner_.mt->dl_tensor.byte_offset; }
 
-    // Element stride of dim i as the library takes it. A size-1 dim is never stepped along, so a stride there that
-    // does not fit int32 (some producers report arbitrary ones) is replaced by 0 instead of being rejected.
+    // Element stride of dim i as the library takes it. A size-1 dim is never stepped along, so its stride is
+    // replaced by the row-major one the later dims give (0 where that does not fit int32): producers report any
+    // stride there (PyTorch up to 2.9 exports 1 through DLPack, which the library's stride checks would refuse: a
+    // batch of one, one query, one KV head).
     index_t stride(int i) const
     {
-        const int64_t s = strides_[i];
-        return (s < 0 || s > kIndexMax) ? 0 : static_cast<index_t>(s);
-    }
-
-    // Element stride of dim i for a call that validates strides (multiples of 8, say) but never steps along a size-1
-    // dim: there the row-major stride the later dims would give. Some producers report any stride for such a dim
-    // (PyTorch up to 2.9 exports 1 through DLPack), which would fail those checks.
-    index_t stride_or_packed(int i) const
-    {
         if (shape_[i] > 1)
-            return stride(i);
+        {
+            const int64_t s = strides_[i];
+            return (s < 0 || s > kIndexMax) ? 0 : static_cast<index_t>(s);
+        }
         int64_t packed = 1;
         for (int j = i + 1; j < ndim(); ++j)
-            packed *= shape_[j];
+            packed *= std::max<int64_t>(shape_[j], 1);
         return packed > kIndexMax ? 0 : static_cast<index_t>(packed);
     }
 
