@@ -30,6 +30,7 @@ EXPECTED = {
     "window_bad": "window_size_left/right must be >= -1",
     "mask_sum": "with a mask, seqlen_q + seqlen_k must be < 2^31",
     "window_group": "in group mode window_size_right must be -1 (unbounded) or < 2^30 with this mask, got 2147483647",
+    "window_group_rows": "in group mode max_seqlen_q + window_size_right must be < 2^31 with this mask",
     "group_mode": "group mode needs seqstart_q_ptr and seqstart_k_ptr",
     "dropout_bad": "p_drop must be in [0, 1)",
     "sink_flag": "has_sink is false",
@@ -66,6 +67,7 @@ EXPECTED = {
     "randval_overlap": "rand_val strides overlap",
     "bwd_dk_overlap": "dk strides overlap",
     "bwd_dbias_overlap": "dbias strides overlap",
+    "bwd_dbias_group_rows": "in group mode stride_dbias (0) must be >= max_seqlen_k (128)",
     "bwd_d_is_lse": "d_ptr must not be lse_ptr",
     "bwd_max_k": "max_seqlen_k must be in [0, 2147479552], got 2147483647",
 }

@@ -142,6 +142,11 @@ std::string invalid_shape(const Args& a)
         if (w >= kMaxGroupWindow)
             return std::string("in group mode window_size_") + (bottom_right ? "left" : "right") +
                    " must be -1 (unbounded) or < 2^30 with this mask, got " + str(w);
+        // a row's bound is its index (up to max_seqlen_q) plus that side: 32-bit in the kernels
+        if (w > 0 && int64_t(a.max_seqlen_q) + w > 2147483647)
+            return std::string("in group mode max_seqlen_q + window_size_") + (bottom_right ? "left" : "right") +
+                   " must be < 2^31 with this mask (the kernels' window bounds are 32-bit), got " +
+                   str(a.max_seqlen_q) + " + " + str(w);
     }
     return "";
 }

@@ -104,10 +104,17 @@ std::string invalid_argument(const aiter::mha_bwd_args& a)
             !why.empty())
             return why;
     if (a.bias_type == 1 && a.has_dbias)
-        if (std::string why = overlapping_output("dbias", a.batch, sq, a.nhead_q, g ? 1 : sk, a.stride_dbias,
+    {
+        // group mode: [nhead_q, total_q, >= max_seqlen_k], rows physical (their count is device data), so the row
+        // stride is checked against the widest row on its own
+        if (g && sq > 1 && a.stride_dbias < sk)
+            return "in group mode stride_dbias (" + str(a.stride_dbias) + ") must be >= max_seqlen_k (" + str(sk) +
+                   "): dbias rows would overlap (a race)";
+        if (std::string why = overlapping_output("dbias", a.batch, sq, a.nhead_q, sk, a.stride_dbias,
                                                  a.nhead_stride_dbias, a.batch_stride_dbias, g);
             !why.empty())
             return why;
+    }
     if (a.d_ptr == a.lse_ptr)
         return "d_ptr must not be lse_ptr: D is written before the LSE is read";
     return "";
@@ -228,6 +235,9 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
     // fragment order (bwd_kernel.cuh, dq_acc_index), then (deterministic) one turn counter per (batch, head, query
     // block). Zeroed on the stream by every pass.
     const size_t q_blocks   = size_t(p.batch) * p.nhead_q * size_t((p.max_seqlen_q + in->block_m - 1) / in->block_m);
+    if (q_blocks > SIZE_MAX / (size_t(in->block_m) * in->hdim * sizeof(float) + sizeof(int32_t)))
+        return fail("mha_bwd: the dQ accumulator of " + str(int64_t(q_blocks)) + " query blocks (batch x nhead_q x "
+                    "max_seqlen_q / " + str(in->block_m) + ") does not fit 64-bit sizes");
     const size_t acc_bytes  = q_blocks * in->block_m * in->hdim * sizeof(float);
     const size_t turn_bytes = args.is_deterministic ? q_blocks * sizeof(int32_t) : 0;
     const size_t bytes = acc_bytes + turn_bytes;

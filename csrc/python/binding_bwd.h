@@ -573,7 +573,9 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     a.seqlen_k     = i32(s_k);
     a.batch        = i32(b);
     a.max_seqlen_q = i32(group ? max_q_arg : s_q);
-    a.max_seqlen_k = i32(group ? max_k_arg : s_k);
+    // group mode with a bias: at most its width, which holds every logical seqlen_k (checked above), so the library's
+    // check of the dbias row stride against max_seqlen_k holds for a dbias of that width
+    a.max_seqlen_k = i32(!group ? s_k : bias ? std::min<int64_t>(max_k_arg, width) : max_k_arg);
     a.nhead_q      = i32(h_q);
     a.nhead_k      = i32(h_k);
     a.scale        = static_cast<float>(scale);

@@ -114,6 +114,10 @@ int main(int argc, char** argv)
         a.is_group_mode = true, a.seqstart_q_ptr = a.seqstart_k_ptr = a.q_ptr, a.mask_type = 1;
         a.window_size_left = -1, a.window_size_right = 2147483647;
     });
+    run("window_group_rows", [](auto& a) { // rows past 2^30 plus a 2^30 - 1 window: past 32 bits
+        a.is_group_mode = true, a.seqstart_q_ptr = a.seqstart_k_ptr = a.q_ptr, a.mask_type = 1;
+        a.max_seqlen_q = 2147483647 - 4095, a.window_size_left = -1, a.window_size_right = (1 << 30) - 1;
+    });
     run("group_mode", [](auto& a) { a.is_group_mode = true; });
     run("dropout_bad", [](auto& a) { a.p_drop = 1.5f; });
     run("sink_flag", [](auto& a) { a.sink_size = 4; });
@@ -143,6 +147,11 @@ int main(int argc, char** argv)
     bwd("bwd_dbias_overlap", [](auto& b) {
         b.bias_type = 1, b.has_dbias = true, b.bias_ptr = b.dbias_ptr = const_cast<void*>(b.q_ptr);
         b.stride_bias = b.stride_dbias = 128, b.nhead_stride_dbias = 0, b.batch_stride_dbias = 128 * 128;
+    });
+    bwd("bwd_dbias_group_rows", [](auto& b) { // group mode: dbias rows 0 apart
+        b.is_group_mode = true, b.seqstart_q_ptr = b.seqstart_k_ptr = b.q_ptr, b.max_seqlen_q = b.max_seqlen_k = 128;
+        b.bias_type = 1, b.has_dbias = true, b.bias_ptr = b.dbias_ptr = const_cast<void*>(b.q_ptr);
+        b.stride_bias = 128, b.stride_dbias = 0, b.nhead_stride_dbias = 128 * 128;
     });
     bwd("bwd_d_is_lse", [](auto& b) { b.d_ptr = const_cast<void*>(b.lse_ptr); });
     bwd("bwd_max_k", [](auto& b) {
