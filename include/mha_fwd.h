@@ -35,8 +35,8 @@ using drop_seed_offset_t =
 //   stream (csrc/common/philox.h), stored at rand_val_ptr (same addressing as the bias) when s_randval.
 //   A row that sees no key gets O = 0 and LSE = -inf (LSE = sink with a sink logit). A window side that reaches past
 //   every key (INT_MAX, say) is the same as -1; with a mask, batch mode needs seqlen_q + seqlen_k < 2^31 and group
-//   mode a key-side window (right for top-left, left for bottom-right) of -1 or < 2^30. Lengths are at most 2^31 -
-//   4096. O, LSE and randval strides must give every element its own address (checked; in group mode heads against
+//   mode a key-side window (right for top-left, left for bottom-right) of -1 or < 2^30, with max_seqlen_q plus it
+//   < 2^31. Lengths are at most 2^31 - 4096. O, LSE and randval strides must give every element its own address (checked; in group mode heads against
 //   columns only, randval not).
 //   Group mode: batch b starts at physical rows seqstart_q[b] / seqstart_k[b]; its logical lengths are seqlen_*_ptr[b],
 //   else cu_seqlen_*[b+1] - cu_seqlen_*[b], else seqstart_*[b+1] - seqstart_*[b]; max_seqlen_q must be >= every
