@@ -1156,11 +1156,9 @@ float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_confi
     p.kv.page_indices = static_cast<const int32_t*>(args.kv_page_indices);
     p.kv.last_page_lens = static_cast<const int32_t*>(args.kv_last_page_lens);
     p.split.num_splits = 1;
-    p.split.pack_ratio = f.p_drop > 0.f ? 1
-                                        : pack_ratio(args.nhead_q, args.nhead_k, int(bias_type),
-                                                     is_group_mode ? args.max_seqlen_q : args.seqlen_q);
-    return run_split(who.c_str(), f, p, stream_config,
-                     split_block_m(int64_t(is_group_mode ? args.max_seqlen_q : args.seqlen_q) * p.split.pack_ratio));
+    const int max_q = is_group_mode ? args.max_seqlen_q : args.seqlen_q;
+    p.split.pack_ratio = f.p_drop > 0.f ? 1 : pack_ratio(args.nhead_q, args.nhead_k, int(bias_type), max_q);
+    return run_split(who.c_str(), f, p, stream_config, split_block_m(int64_t(max_q) * p.split.pack_ratio));
 }
 
 } // namespace aiter
