@@ -423,6 +423,9 @@ def test_sink_logits(mask_type, left, right, sq, sk, dt):
     (1, 16, 0, 4, 200, 200),
     (2, 32, 0, 8, 150, 300),
     (2, 20, 0, 8, 300, 150),   # rows i >= sk keep no sink keys
+    (1, 16, 0, 64, 256, 128),  # ... also where a key block holds sinks only (64 x 64 tiles; d64 is 128 x 64)
+    (2, 16, 0, 96, 256, 128),
+    (3, 16, -1, 64, 256, 128),
     (3, 8, 8, 3, 128, 128),
     (1, 0, 0, 1, 64, 100),
     (2, 64, -1, 16, 100, 500),

@@ -12,6 +12,7 @@
 #include "splitkv_combine.cuh"
 #include "stamps.cuh"
 
+#include <algorithm>
 #include <cuda_runtime.h>
 
 namespace mha::ck {
@@ -69,7 +70,8 @@ cudaError_t finish_split(const FwdParams& p, cudaStream_t stream, bool dependent
 // kernel entry only where that block follows from the kernel parameters and the cache's own tables: a batch-mode
 // cache, dense (no cache_batch_idx) or paged through a block table (not page_indptr) with pages of 2^k keys, the key
 // count from seqlen_k or the per-batch counts, every tile row present, the KV head from blockIdx.y, and no mask at
-// all where the counts are per batch (else a mask whose range over the tile rows is [0, seqlen_k): it hides no key).
+// all where the counts are per batch (else a mask whose range over each row block's rows is [0, seqlen_k): it hides
+// no key from any CTA, so the setup's first block is the one issued at entry).
 template <typename Kt>
 bool early_first_block_ok(const FwdParams& p)
 {
@@ -83,8 +85,20 @@ bool early_first_block_ok(const FwdParams& p)
         return false;
     if (kv.seqlen_k != nullptr)
         return p.mask.is_none();
-    const MaskRange r = WindowMask::make(p.mask, p.seqlen_q, p.seqlen_k).range(0, p.seqlen_q);
-    return r.n_begin == 0 && r.n_end >= p.seqlen_k;
+    // the row blocks of grid.x (a speculative-decode step has up to 4): query positions q0 .. q1 - 1 each
+    const int pack     = p.split.pack_ratio > 1 ? p.split.pack_ratio : 1;
+    const int64_t rows = int64_t(p.seqlen_q) * pack;
+    if (rows > 64 * int64_t(Kt::kBlockM))
+        return false;
+    const WindowMask mask = WindowMask::make(p.mask, p.seqlen_q, p.seqlen_k);
+    for (int64_t m = 0; m < rows; m += Kt::kBlockM)
+    {
+        const int q0 = int(m / pack), q1 = int((std::min<int64_t>(m + Kt::kBlockM, rows) - 1) / pack) + 1;
+        const MaskRange r = mask.range(q0, q1);
+        if (r.n_begin != 0 || r.n_end < p.seqlen_k)
+            return false;
+    }
+    return true;
 }
 
 // Split-KV instances (run_fwd): p carries the fast divisor of num_splits.

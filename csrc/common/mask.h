@@ -81,7 +81,8 @@ struct WindowMask
             return false;
         if (right >= 0 && n_end - 1 > m_begin + diag_offset + right)
             return false;
-        if (left >= 0 && n_begin < m_end - 1 + diag_offset - left && n_end > sink_size)
+        // left of the window only sink columns, and only rows below seqlen_k see those (visible())
+        if (left >= 0 && n_begin < m_end - 1 + diag_offset - left && (n_end > sink_size || m_end > seqlen_k))
             return false;
         return true;
     }

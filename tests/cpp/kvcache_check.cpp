@@ -8,6 +8,7 @@
 //            untouched) vs one call per batch
 //   graph    a split-KV decode step captured into a CUDA graph replays bit for bit what the eager call wrote (cluster
 //            merge, merge inside the split grid, combine kernel, placement clusters)
+//   masked   masked speculative-decode steps of 17 to 64 rows per KV head over a dense cache vs mha_fwd
 //   merge    split-KV calls merging inside their grids on two streams at once, and on more o_acc addresses than the
 //            counter pool has slots, vs the same calls through the combine kernel
 // Prints "<case> max_err=<e> lse_err=<e> ok|FAIL" per case and exits non-zero on any failure.
@@ -437,6 +438,83 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
                      download(l2, size_t(h) * tq));
     for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)dkc, (void*)dvc, (void*)dqs, (void*)dks, (void*)dl,
                     (void*)dt, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
+        cudaFree(x);
+    return ok;
+}
+
+// A masked step of sq queries over a dense batch-mode cache of sk keys in every sequence (no seqlen_k_ptr), Q / O
+// [b, sq, h, d], K / V [b, sk, hk, d], d128, against mha_fwd in group mode on the same keys copied out to every query
+// head. With 17 to 64 rows per KV head the decode tile runs in 16-row blocks (grid.x); a mask that hides no key from
+// the step as a whole still hides the last keys from its first row blocks (causal), so the
+// block a split issues at kernel entry (kRingEarly) must be each row block's own first block.
+bool masked_step_case(const char* name, int b, int h, int hk, int sq, int sk, int splits, int mask_type, int wl, int wr,
+                      uint32_t seed)
+{
+    const int d = 128;
+    std::mt19937 g(seed);
+    auto q = random_bf16(size_t(b) * sq * h * d, g), k = random_bf16(size_t(b) * sk * hk * d, g),
+         v = random_bf16(size_t(b) * sk * hk * d, g);
+    const int ratio = h / hk, tq = b * sq;
+    std::vector<bf16> kx(size_t(b) * sk * h * d), vx(size_t(b) * sk * h * d);
+    for (size_t t = 0; t < size_t(b) * sk; ++t)
+        for (int hh = 0; hh < h; ++hh)
+        {
+            std::copy_n(k.begin() + (t * hk + hh / ratio) * d, d, kx.begin() + (t * h + hh) * d);
+            std::copy_n(v.begin() + (t * hk + hh / ratio) * d, d, vx.begin() + (t * h + hh) * d);
+        }
+    std::vector<int> qs(b + 1), ks(b + 1);
+    for (int i = 0; i <= b; ++i)
+        qs[i] = i * sq, ks[i] = i * sk;
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *dkx = upload(kx), *dvx = upload(vx);
+    int *dqs = upload(qs), *dks = upload(ks);
+    const size_t on = size_t(tq) * h * d;
+    const int ns = splits > 0 ? splits : aiter::mha_fwd_splitkv_num_splits(b, h, hk, sq, sk);
+    bf16 *o1 = nullptr, *o2 = nullptr;
+    float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
+    CHECK(cudaMalloc(&o1, on * 2));
+    CHECK(cudaMalloc(&o2, on * 2));
+    CHECK(cudaMalloc(&l1, size_t(h) * tq * 4));
+    CHECK(cudaMalloc(&l2, size_t(h) * tq * 4));
+    CHECK(cudaMalloc(&lacc, size_t(ns) * h * tq * 4));
+    CHECK(cudaMalloc(&oacc, size_t(ns) * h * tq * d * 4));
+    CHECK(cudaMemset(o2, 0xFF, on * 2)); // NaN: every element must be written
+    CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
+
+    aiter::mha_fwd_args a = mha_reference_args(dq, dkx, dvx, o1, l1, dqs, dks, b, sq, h, d, tq);
+    a.window_size_left = wl, a.window_size_right = wr, a.mask_type = mask_type;
+    const float t1 = aiter::mha_fwd(a, ck_tile::stream_config{});
+    const std::string ref_kernel = t1 >= 0 ? aiter::mha_get_last_kernel_name() : "";
+
+    aiter::mha_fwd_splitkv_args s{};
+    s.q_ptr = dq, s.k_ptr = dk, s.v_ptr = dv, s.o_ptr = o2, s.lse_ptr = l2, s.lse_acc_ptr = lacc, s.o_acc_ptr = oacc;
+    s.seqlen_q = sq, s.seqlen_k = sk, s.batch = b, s.max_seqlen_q = sq, s.hdim_q = s.hdim_v = d;
+    s.nhead_q = h, s.nhead_k = hk, s.num_splits = splits, s.scale_s = a.scale_s;
+    s.stride_q = s.stride_o = h * d, s.stride_k = s.stride_v = hk * d;
+    s.nhead_stride_q = s.nhead_stride_o = s.nhead_stride_k = s.nhead_stride_v = d;
+    s.batch_stride_q = s.batch_stride_o = sq * h * d, s.batch_stride_k = s.batch_stride_v = sk * hk * d;
+    s.nhead_stride_lse = tq, s.batch_stride_lse = sq; // the reference's [h, total_q] layout
+    s.stride_o_acc = d, s.nhead_stride_o_acc = sq * d, s.batch_stride_o_acc = h * sq * d;
+    s.split_stride_o_acc = b * h * sq * d;
+    s.nhead_stride_lse_acc = sq, s.batch_stride_lse_acc = h * sq, s.split_stride_lse_acc = b * h * sq;
+    s.window_size_left = wl, s.window_size_right = wr, s.mask_type = mask_type;
+    const float t2 = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false,
+                                            mask_type == 1 ? mask_enum::mask_top_left : mask_enum::mask_bottom_right,
+                                            bias_enum::no_bias, true);
+    const std::string kernel = t2 >= 0 ? aiter::mha_get_last_kernel_name() : "";
+    CHECK(cudaDeviceSynchronize());
+    bool ok = t1 >= 0 && t2 >= 0;
+    if (!ok)
+        std::printf("%s FAIL: %s\n", name, aiter::mha_get_last_error());
+    else if (ref_kernel.find("splitkv") != std::string::npos)
+    {
+        std::printf("%s FAIL: the reference ran the split-KV kernel %s\n", name, ref_kernel.c_str());
+        ok = false;
+    }
+    else
+        ok = compare((std::string(name) + " (" + kernel + ", " + std::to_string(ns) + " splits)").c_str(),
+                     download(o1, on), download(o2, on), download(l1, size_t(h) * tq), download(l2, size_t(h) * tq));
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)dkx, (void*)dvx, (void*)dqs, (void*)dks, (void*)o1,
+                    (void*)o2, (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
         cudaFree(x);
     return ok;
 }
@@ -1169,6 +1247,19 @@ int main()
         const std::vector<int> spec_lens = splits == 16 ? std::vector<int>{cap, 16, cap - 1}
                                                         : std::vector<int>{cap, 16, cap / 2, cap - 1};
         ok &= ragged_case(name, spec_lens, cap, splits, page, sq, 70 + sq + splits + page, d, 0, tile);
+    }
+    // masked steps over a dense cache without per-batch counts, 17 to 64 rows in 16-row blocks (MHA: one row per
+    // query; 32 / 8 heads: four): bottom-right causal, the heuristic (8 splits on an H100) and a cluster; top-left
+    // causal with sq = sk, where the first row block's last split has no key at all; a key count off the blocks
+    for (auto [b, h, hk, sq, sk, splits, mask_type] :
+         {std::tuple{1, 8, 8, 64, 4096, 0, 2}, std::tuple{2, 8, 8, 48, 4096, 4, 2}, std::tuple{1, 8, 8, 64, 4000, 8, 2},
+          std::tuple{1, 8, 8, 64, 64, 2, 1}, std::tuple{2, 4, 4, 40, 40, 0, 1}, std::tuple{2, 32, 8, 16, 2048, 0, 2},
+          std::tuple{1, 32, 8, 16, 16, 2, 1}})
+    {
+        char name[112];
+        std::snprintf(name, sizeof(name), "masked step b=%d h=%d/%d sq=%d sk=%d splits=%d mask=%d", b, h, hk, sq, sk,
+                      splits, mask_type);
+        ok &= masked_step_case(name, b, h, hk, sq, sk, splits, mask_type, -1, 0, 110 + sq + splits);
     }
     ok &= ragged_case("ragged splitkv key counts past the cache", {3000, 1, 700, 3000}, 3000, 0, 0, 1, 62, 128, 5000);
     ok &= ragged_case("ragged splitkv key counts past the cache page=16", {3000, 1, 700, 3000}, 3000, 3, 16, 1, 63, 128,
