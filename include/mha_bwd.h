@@ -115,8 +115,10 @@ struct mha_bwd_args
 
 // Outputs: dQ [b, s_q, nhead_q, d], dK / dV [b, s_k, nhead_q, d] (per query head), D [b, nhead_q, s_q] (the lsed
 // strides, rows 1 apart; not the LSE's memory), dBias [b, nhead_q, s_q, s_k] (group mode [nhead_q, total_q, >=
-// max_seqlen_k]): each with strides that give every element its own address (checked). dBias is written only where the mask lets a query row see a key (as CK): zero
-// it before the call when a mask hides part of it (the binding and benchmark_mha_bwd do, as AITER's callers do).
+// max_seqlen_k]): each with strides that give every element its own address (checked in batch mode; in group mode,
+// where the row counts are device data, only that heads do not overlap a row's columns, and that stride_dbias >=
+// max_seqlen_k). dBias is written only where the mask lets a query row see a key (as CK): zero it before the call
+// when a mask hides part of it (the binding and benchmark_mha_bwd do, as AITER's callers do).
 __attribute__((visibility("default"))) float mha_bwd(mha_bwd_args, const ck_tile::stream_config&);
 
 } // namespace aiter

@@ -36,6 +36,7 @@ EXPECTED = {
     "sink_flag": "has_sink is false",
     "randval_null": "rand_val_ptr is null",
     "both_seqlens": "mutually exclusive",
+    "cu_seqlen_misaligned": "cu_seqlen_k_ptr must be 4-byte aligned (int32)",
     "alibi_null": "fp32 slope array",
     "fp8": "data_type 'fp8bf16' is not supported yet",
     "v3_check": "v3_api_check",
@@ -69,6 +70,7 @@ EXPECTED = {
     "bwd_dbias_overlap": "dbias strides overlap",
     "bwd_dbias_group_rows": "in group mode stride_dbias (0) must be >= max_seqlen_k (128)",
     "bwd_d_is_lse": "d_ptr must not be lse_ptr",
+    "bwd_cu_seqlen_misaligned": "cu_seqlen_q_ptr must be 4-byte aligned (int32)",
     "bwd_max_k": "max_seqlen_k must be in [0, 2147479552], got 2147483647",
 }
 
@@ -114,6 +116,9 @@ def test_invalid_calls_return_minus_one_with_reason(consumer):
         assert ret == -1 and "invalid argument" not in reason, reason
         # the backward's well-formed base case (dense outputs, nhead_q heads for dK / dV) passes the checks too
         ret, reason = rows["bwd_valid"]
+        assert ret == -1 and "invalid argument" not in reason, reason
+        # group mode with no keys in any sequence: dK / dV are empty, so their head stride may be anything
+        ret, reason = rows["bwd_group_no_keys"]
         assert ret == -1 and "invalid argument" not in reason, reason
         # split heuristic with the 132-SM default (the worked numbers in include/mha_fwd.h): b=128 is 1.29 decode
         # waves (2 splits balance them), b=1 at 128k spreads to 66 splits, a 64-key cache (two key blocks) splits in 2

@@ -29,9 +29,13 @@ inline bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr
 
 // Whether two elements of a strided tensor ({extent, stride} per dimension, strides >= 0) may share an address:
 // the dimensions of extent > 1, by increasing stride, must each step past everything the ones before span. Every
-// dense layout passes, in any dimension order; a zero stride over an extent > 1 fails. No allocation (per call).
+// dense layout passes, in any dimension order; a zero stride over an extent > 1 fails; an empty tensor (an extent 0)
+// has nothing to overlap. No allocation (per call).
 inline bool strides_overlap(std::array<std::pair<int64_t, int64_t>, 5> dims)
 {
+    for (const auto& d : dims)
+        if (d.first <= 0)
+            return false;
     std::sort(dims.begin(), dims.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
     int64_t span = 1; // one past the largest offset of the dimensions so far
     for (const auto& [n, stride] : dims)
@@ -48,14 +52,15 @@ inline bool strides_overlap(std::array<std::pair<int64_t, int64_t>, 5> dims)
 // An output [splits, batch, rows, heads, cols] with unit column stride (splits: the split-KV partials' outer
 // dimension, {extent, stride}; 1 elsewhere): "" when its strides give every element its own address, else the
 // reason. Group mode: rows are physical and their count device data (max_seqlen_q may over-estimate it), so only
-// heads against columns (and splits) are checked, and the batch stride is unused.
+// heads against columns (and splits) are checked, and the batch stride is unused; with no rows at all (max_seqlen
+// 0: every sequence empty) nothing is written.
 inline std::string overlapping_output(const char* t, int64_t batch, int64_t rows, int64_t heads, int64_t cols,
                                       int64_t row_stride, int64_t head_stride, int64_t batch_stride, bool group,
                                       std::pair<int64_t, int64_t> splits = {1, 0})
 {
     using Dim = std::pair<int64_t, int64_t>;
     if (group)
-        rows = 1;
+        rows = std::min<int64_t>(rows, 1);
     if (!strides_overlap(std::array<Dim, 5>{Dim{cols, 1}, Dim{rows, row_stride}, Dim{heads, head_stride},
                                             Dim{group ? 1 : batch, batch_stride}, splits}))
         return "";
@@ -91,6 +96,10 @@ std::string invalid_sequences(const Args& a)
     }
     if (a.seqstart_q_ptr || a.seqstart_k_ptr || a.seqlen_q_ptr || a.seqlen_k_ptr)
         return "seqstart_q/k_ptr and seqlen_q/k_ptr must be nullptr in batch mode (use cu_seqlen_q/k_ptr for padding)";
+    for (auto [n, p] :
+         {std::pair{"cu_seqlen_q_ptr", a.cu_seqlen_q_ptr}, std::pair{"cu_seqlen_k_ptr", a.cu_seqlen_k_ptr}})
+        if (!aligned(p, 4))
+            return std::string(n) + " must be 4-byte aligned (int32)";
     if (a.seqlen_q < 0 || a.seqlen_k < 0 || a.seqlen_q > kMaxSeqlen || a.seqlen_k > kMaxSeqlen)
         return "seqlen_q and seqlen_k must be in [0, " + str(kMaxSeqlen) + "], got " + str(a.seqlen_q) + " and " +
                str(a.seqlen_k);

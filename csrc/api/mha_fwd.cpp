@@ -202,34 +202,33 @@ FwdParams make_params(const aiter::mha_fwd_args& a)
 
 bool arch_built(int cc) { return mha::arch_built(kBuildInfo, cc); }
 
-// The instance of `family` that serves the call: the cheapest one whose head dims cover both of the call's, of the
-// right variant. `missing` gets a reason when that instance is known to the generator but not built, or when no
-// instance covers the call at all.
+// The instance of `family` that serves the call: the cheapest built one whose head dims cover both of the call's
+// (smaller ones zero-padded), of the right variant. Null with a reason in `missing` when none is built: the cheapest
+// such instance the generator knows and the compile.py options that add it, or that no instance covers the call.
 // split_block_m: split-KV instances only, the tile height wanted (16 decode, 64 prefill).
 const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v, int features, std::string& missing,
                                  bool split = false, int split_block_m = 0)
 {
-    const FwdInstance* best = nullptr;
+    const FwdInstance* best    = nullptr;
+    const FwdInstance* unbuilt = nullptr;
     for (int i = 0; i < kNumFwdInstances; ++i)
     {
         const FwdInstance& in = kFwdInstances[i];
-        if (in.family == family && in.dtype == dt && (split || in.features == features) && in.split == split &&
-            (!split || in.block_m == split_block_m) && in.hdim >= hdim_q && in.hdim_v >= hdim_v &&
-            (!best || in.hdim + in.hdim_v < best->hdim + best->hdim_v))
-            best = &in;
+        if (in.family != family || in.dtype != dt || (!split && in.features != features) || in.split != split ||
+            (split && in.block_m != split_block_m) || in.hdim < hdim_q || in.hdim_v < hdim_v)
+            continue;
+        const FwdInstance*& slot = in.launch != nullptr ? best : unbuilt;
+        if (slot == nullptr || in.hdim + in.hdim_v < slot->hdim + slot->hdim_v)
+            slot = &in;
     }
-    if (best == nullptr)
-    {
+    if (best != nullptr)
+        return best;
+    if (unbuilt != nullptr)
+        missing = std::string("instance ") + unbuilt->name + " is not in this build; rebuild with `python3 compile.py " +
+                  unbuilt->compile_hint + "` (or --preset all)";
+    else
         missing = "no instance covers head dims " + str(hdim_q) + "/" + str(hdim_v);
-        return nullptr;
-    }
-    if (best->launch == nullptr)
-    {
-        missing = std::string("instance ") + best->name + " is not in this build; rebuild with `python3 compile.py " +
-                  best->compile_hint + "` (or --preset all)";
-        return nullptr;
-    }
-    return best;
+    return nullptr;
 }
 
 // The asm instance that would run this call, or nullptr with the reason in `why_not`. The asm family covers
@@ -355,6 +354,11 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
     }
     if (in == nullptr)
         in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, features == 0 ? 0 : kFwdFull, missing);
+    if (in == nullptr && features == 0) // "full" serves every call: a build without "plain" (--variants full)
+    {
+        std::string ignored;
+        in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdFull, ignored);
+    }
     if (in == nullptr)
         return fail("mha_fwd: no ck forward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
                     " hdim_v=" + str(args.hdim_v) + ": " + missing);

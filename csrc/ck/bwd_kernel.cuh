@@ -491,7 +491,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         drop_seed   = p.drop.seed_ptr ? *p.drop.seed_ptr : p.drop.seed;
         drop_offset = p.drop.offset_ptr ? *p.drop.offset_ptr : p.drop.offset;
     }
-    const int drop_bh = bidb * p.nhead_q + bidh;
+    const uint32_t drop_bh = uint32_t(bidb) * uint32_t(p.nhead_q) + uint32_t(bidh);
     const float scale_log2 = Kt::kFull ? kLog2e : p.scale * kLog2e; // the full instance scales in mods.apply
 
     // Deterministic turns. The key blocks that visit query block m are a contiguous range (rows_seeing's bounds are
@@ -779,6 +779,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
         store(typename Kt::GmemStoreV{}, sV, Int<kHeadDimV>{}, dv, p.dv_row_stride, p.hdim_v);
         return;
     }
+    cute::cp_async_wait<0>(); // as above: no copy into shared memory outlives the CTA
     CUTE_UNROLL
     for (int i = 0; i < size(acc_dk); i += 2)
     {

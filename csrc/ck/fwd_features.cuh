@@ -56,7 +56,7 @@ struct ScoreMods
 struct TileDropout
 {
     uint64_t seed, offset;
-    int bh; // batch * nhead_q + head
+    uint32_t bh; // batch * nhead_q + head, modulo 2^32
     uint8_t keep_threshold;
     uint8_t* randval; // this (batch, head)'s origin, nullptr: not stored
     int64_t randval_row_stride;

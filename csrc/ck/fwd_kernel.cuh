@@ -527,7 +527,7 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
         {
             dropout.seed   = d.seed_ptr ? *d.seed_ptr : d.seed;
             dropout.offset = d.offset_ptr ? *d.offset_ptr : d.offset;
-            dropout.bh     = bidb * p.nhead_q + bidh;
+            dropout.bh     = uint32_t(bidb) * uint32_t(p.nhead_q) + uint32_t(bidh);
             dropout.keep_threshold = d.keep_threshold;
             dropout.seqlen_q = seqlen_q;
             dropout.seqlen_k = seqlen_k;

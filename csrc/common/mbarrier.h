@@ -11,11 +11,19 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 {
     uint32_t done = 0;
     while (!done)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
                      " selp.u32 %0, 1, 0, p;\n}"
                      : "=r"(done)
                      : "r"(bar), "r"(parity)
                      : "memory");
+#else // sm_80 / 86 / 89: try_wait (a bounded sleep in hardware) is sm_90's; test_wait polls
+        asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+#endif
 }
 
 } // namespace mha

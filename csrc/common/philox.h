@@ -40,10 +40,11 @@ MHA_HOST_DEVICE Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1)
 }
 
 // The Philox output that holds the dropout value of (row, col) and of the 15 elements that share its counter.
-MHA_HOST_DEVICE Philox4 dropout_philox(uint64_t seed, uint64_t offset, int bh, int row, int col)
+// bh = batch * nhead_q + head, taken modulo 2^32 (both passes and the references compute it so).
+MHA_HOST_DEVICE Philox4 dropout_philox(uint64_t seed, uint64_t offset, uint32_t bh, int row, int col)
 {
     const uint32_t r = uint32_t(row), c = uint32_t(col);
-    return philox4x32_10(Philox4{(c / 128) * 4 + c % 32 / 8, (r / 16) * 32 + r % 8 * 4 + c % 8 / 2, uint32_t(bh),
+    return philox4x32_10(Philox4{(c / 128) * 4 + c % 32 / 8, (r / 16) * 32 + r % 8 * 4 + c % 8 / 2, bh,
                                  uint32_t(offset)},
                          uint32_t(seed), uint32_t(seed >> 32) + uint32_t(offset >> 32));
 }
@@ -57,7 +58,7 @@ MHA_HOST_DEVICE uint8_t dropout_byte(const Philox4& rnd, int row, int col)
     return uint8_t(word >> (8 * (b % 4)));
 }
 
-MHA_HOST_DEVICE uint8_t dropout_value(uint64_t seed, uint64_t offset, int bh, int row, int col)
+MHA_HOST_DEVICE uint8_t dropout_value(uint64_t seed, uint64_t offset, uint32_t bh, int row, int col)
 {
     return dropout_byte(dropout_philox(seed, offset, bh, row, col), row, col);
 }

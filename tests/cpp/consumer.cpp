@@ -123,6 +123,7 @@ int main(int argc, char** argv)
     run("sink_flag", [](auto& a) { a.sink_size = 4; });
     run("randval_null", [](auto& a) { a.p_drop = 0.1f, a.s_randval = true, a.rand_val_ptr = nullptr; });
     run("both_seqlens", [](auto& a) { a.is_group_mode = true, a.seqstart_q_ptr = a.seqstart_k_ptr = a.q_ptr, a.seqlen_q_ptr = a.cu_seqlen_q_ptr = a.q_ptr; });
+    run("cu_seqlen_misaligned", [](auto& a) { a.cu_seqlen_k_ptr = static_cast<const char*>(a.q_ptr) + 2; });
     run("alibi_null", [](auto& a) { a.bias_type = 2, a.bias_ptr = nullptr; });
     run("fp8", [](auto& a) { a.data_type = "fp8bf16"; });
     run("v3_check", [](auto& a) { a.use_asm_v3 = true, a.v3_api_check = true; });
@@ -142,7 +143,13 @@ int main(int argc, char** argv)
     // dK / dV laid out for the 2 KV heads (AITER's contract has nhead_q heads), dBias broadcast over heads, D on the
     // LSE, a max_seqlen_k past the length cap
     if (no_gpu) // well-formed: it reaches the device query (host buffers, so never with a GPU)
+    {
         bwd("bwd_valid", [](auto&) {});
+        bwd("bwd_group_no_keys", [](auto& b) { // every sequence without keys: dK / dV of no rows, any head stride
+            b.is_group_mode = true, b.seqstart_q_ptr = b.seqstart_k_ptr = b.q_ptr, b.max_seqlen_q = 128;
+            b.max_seqlen_k = 0, b.nhead_stride_dk = b.nhead_stride_dv = 0;
+        });
+    }
     bwd("bwd_dk_overlap", [](auto& b) { b.stride_dk = b.stride_dv = 2 * 128, b.batch_stride_dk = 128 * 2 * 128; });
     bwd("bwd_dbias_overlap", [](auto& b) {
         b.bias_type = 1, b.has_dbias = true, b.bias_ptr = b.dbias_ptr = const_cast<void*>(b.q_ptr);
@@ -154,6 +161,7 @@ int main(int argc, char** argv)
         b.stride_bias = 128, b.stride_dbias = 0, b.nhead_stride_dbias = 128 * 128;
     });
     bwd("bwd_d_is_lse", [](auto& b) { b.d_ptr = const_cast<void*>(b.lse_ptr); });
+    bwd("bwd_cu_seqlen_misaligned", [](auto& b) { b.cu_seqlen_q_ptr = static_cast<const char*>(b.q_ptr) + 2; });
     bwd("bwd_max_k", [](auto& b) {
         b.is_group_mode = true, b.seqstart_q_ptr = b.seqstart_k_ptr = b.q_ptr, b.max_seqlen_k = 2147483647;
     });

@@ -174,7 +174,7 @@ void backward(const mha_bwd_args& a)
                         float f = 1.f;
                         if (a.has_dropout)
                         {
-                            const uint8_t rv = mha::dropout_value(seed, offset, b * a.nhead_q + h, i, j);
+                            const uint8_t rv = mha::dropout_value(seed, offset, uint32_t(b) * uint32_t(a.nhead_q) + uint32_t(h), i, j);
                             f = rv <= keep_threshold ? 1.f / a.p_undrop : 0.f;
                         }
                         // P f and dS enter the dV / dQ / dK products rounded to T, as in a tensor-core kernel
