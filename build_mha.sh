@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Build the libraries (compile.py) and the benchmark executables into the current directory, as AITER's
-# op_tests/cpp/mha/build_mha.sh does. Usage: bash build_mha.sh [fwd|bwd|all]   (default: all)
-# Extra compile.py options pass through MHA_COMPILE_ARGS, e.g. MHA_COMPILE_ARGS="--preset ci --arch sm_90a".
+# op_tests/cpp/mha/build_mha.sh does. Usage: bash build_mha.sh [fwd|bwd|fwd_v3|bwd_v3|all]   (default: all)
+# fwd builds mha_fwd, mha_fwd_splitkv and mha_batch_prefill; fwd_v3 / bwd_v3 (AITER's asm-only builds) build the
+# mha_fwd / mha_bwd instances. Extra compile.py options pass through MHA_COMPILE_ARGS, split as shell words without
+# glob expansion, e.g. MHA_COMPILE_ARGS="--preset ci --arch sm_90a" or MHA_COMPILE_ARGS="--filter '*bf16_d128*'".
+# The benchmarks get the library's archs (compile.py --print-gencode) unless MHA_BENCH_GENCODE is set.
 # The executables carry an rpath of $ORIGIN and static cudart: they run from any working directory without
 # LD_LIBRARY_PATH as long as the .so files stay beside them. fwd.exe / bwd.exe are links for AITER's smoke scripts.
 set -euo pipefail
@@ -9,28 +12,39 @@ set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 API=${1:-all}
 case "$API" in
-  fwd|bwd) COMPILE_API=$API ;;
+  fwd|bwd|fwd_v3|bwd_v3) COMPILE_API=$API ;;
   all|"") COMPILE_API="" ;;
-  *) echo "usage: bash build_mha.sh [fwd|bwd|all]" >&2; exit 2 ;;
+  *) echo "usage: bash build_mha.sh [fwd|bwd|fwd_v3|bwd_v3|all]" >&2; exit 2 ;;
 esac
+BENCH=${API%_v3}
 
+EXTRA=()
+if [[ -n "${MHA_COMPILE_ARGS:-}" ]]; then
+  set -f
+  eval "EXTRA=(${MHA_COMPILE_ARGS})" || { echo "build_mha.sh: cannot split MHA_COMPILE_ARGS" >&2; exit 2; }
+  set +f
+fi
 PYTHON=${PYTHON:-python3}
-# shellcheck disable=SC2086
-"$PYTHON" "$SCRIPT_DIR/compile.py" ${COMPILE_API:+--api=$COMPILE_API} ${MHA_COMPILE_ARGS:-}
+"$PYTHON" "$SCRIPT_DIR/compile.py" ${COMPILE_API:+--api=$COMPILE_API} ${EXTRA[@]+"${EXTRA[@]}"}
 
-NVCC=${NVCC:-$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")}
-ARCH_FLAGS=${MHA_BENCH_GENCODE:-"-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a"}
+# the nvcc compile.py used (NVCC, CUDA_HOME, PATH, /usr/local/cuda)
+if [[ -n "${NVCC:-}" ]]; then :
+elif [[ -n "${CUDA_HOME:-}" && -x "$CUDA_HOME/bin/nvcc" ]]; then NVCC=$CUDA_HOME/bin/nvcc
+else NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+fi
+ARCH_FLAGS=${MHA_BENCH_GENCODE:-$("$PYTHON" "$SCRIPT_DIR/compile.py" ${COMPILE_API:+--api=$COMPILE_API} \
+                                   ${EXTRA[@]+"${EXTRA[@]}"} --print-gencode)}
 COMMON=(-std=c++17 -O2 -I"$SCRIPT_DIR/include" -I"$SCRIPT_DIR/csrc" -I"$SCRIPT_DIR/benchmark" -cudart static
         -L. -Xlinker -rpath -Xlinker '$ORIGIN')
 
-if [[ "$API" == fwd || "$API" == all || "$API" == "" ]]; then
+if [[ "$BENCH" == fwd || "$BENCH" == all || "$BENCH" == "" ]]; then
   echo "[build_mha.sh] linking benchmark_mha_fwd"
   # shellcheck disable=SC2086
   "$NVCC" "${COMMON[@]}" $ARCH_FLAGS "$SCRIPT_DIR/benchmark/benchmark_mha_fwd.cpp" \
     "$SCRIPT_DIR/csrc/reference/naive_attention.cu" "$SCRIPT_DIR/benchmark/device_fill.cu" -lmha_fwd -o benchmark_mha_fwd
   ln -sf benchmark_mha_fwd fwd.exe
 fi
-if [[ "$API" == bwd || "$API" == all || "$API" == "" ]]; then
+if [[ "$BENCH" == bwd || "$BENCH" == all || "$BENCH" == "" ]]; then
   if [[ -f "$SCRIPT_DIR/benchmark/benchmark_mha_bwd.cpp" ]]; then
     echo "[build_mha.sh] linking benchmark_mha_bwd"
     # shellcheck disable=SC2086

@@ -37,10 +37,24 @@ def csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 def find_nvcc() -> str:
-    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"),
-                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+    """NVCC, then CUDA_HOME's (as torch's cpp_extension), then nvcc on PATH, then /usr/local/cuda's."""
+    if os.environ.get("NVCC"):
+        if not executable(os.environ["NVCC"]):
+            raise BuildError(f"NVCC={os.environ['NVCC']} is not an executable file")
+        return os.environ["NVCC"]
+    if os.environ.get("CUDA_HOME"):
+        cand = os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
+        if executable(cand):
+            return cand
+        raise BuildError(f"CUDA_HOME={os.environ['CUDA_HOME']} has no bin/nvcc: point it at a CUDA toolkit (12.4 or "
+                         "newer) or unset it to use the nvcc on PATH")
+    for cand in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if cand and executable(cand):
             return cand
     raise BuildError("nvcc not found: install the CUDA toolkit (12.4 or newer), put nvcc on PATH, "
                      "or set NVCC=/path/to/nvcc or CUDA_HOME")
@@ -48,9 +62,14 @@ def find_nvcc() -> str:
 
 def find_cutlass() -> str:
     """CUTLASS_DIR, then 3rdparty/cutlass, then the nvidia-cutlass wheel (found without importing it)."""
-    cands = []
     if os.environ.get("CUTLASS_DIR"):
-        cands.append(os.path.join(os.environ["CUTLASS_DIR"], "include"))
+        root = os.environ["CUTLASS_DIR"]
+        for inc in (os.path.join(root, "include"), root):  # a checkout or its include/
+            if os.path.isfile(os.path.join(inc, "cute", "tensor.hpp")):
+                return inc
+        raise BuildError(f"CUTLASS_DIR={root} holds no include/cute/tensor.hpp: point it at a CUTLASS checkout, or "
+                         f"unset it to use `pip install nvidia-cutlass=={CUTLASS_PIN}` or 3rdparty/cutlass")
+    cands = []
     cands.append(os.path.join(ROOT, "3rdparty", "cutlass", "include"))
     spec = importlib.util.find_spec("cutlass_library")
     if spec and spec.submodule_search_locations:
@@ -71,12 +90,19 @@ def detect_archs() -> list[str]:
         try:
             out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
                                  text=True, timeout=20).stdout
-            archs = []
+            archs, unknown = [], []
             for line in out.split():
                 major, minor = line.strip().split(".")
                 name = f"sm_{major}{minor}" + ("a" if major in ("9", "10", "12") else "")
-                if name in gen.ARCHS and name not in archs:
-                    archs.append(name)
+                if name in gen.ARCHS:
+                    if name not in archs:
+                        archs.append(name)
+                elif line.strip() not in unknown:
+                    unknown.append(line.strip())
+            if unknown:
+                print(f"compile.py: warning: no build target for the visible GPU(s) of compute capability "
+                      f"{', '.join(unknown)} (targets: {', '.join(gen.ARCHS)}); the library will not run there. "
+                      "Pass --arch to choose.", file=sys.stderr)
             if archs:
                 return archs
         except (OSError, ValueError, subprocess.SubprocessError):
@@ -85,18 +111,24 @@ def detect_archs() -> list[str]:
 
 
 def python_build_info():
-    """Include dirs and module suffix for the pybind11 binding, or None when pybind11 is missing."""
+    """(include dirs and module suffix for the pybind11 binding, None) or (None, why it is skipped)."""
     try:
         import pybind11
     except ImportError:
-        return None
-    return dict(includes=[pybind11.get_include(), sysconfig.get_paths()["include"]],
-                ext_suffix=sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+        return None, "pybind11 not found"
+    py_inc = sysconfig.get_paths()["include"]
+    if not os.path.isfile(os.path.join(py_inc, "Python.h")):
+        return None, f"Python headers not found in {py_inc} (install python3-dev)"
+    return dict(includes=[pybind11.get_include(), py_inc],
+                ext_suffix=sysconfig.get_config_var("EXT_SUFFIX") or ".so"), ""
 
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--api", default="", help=f"comma list of {', '.join(gen.APIS)} (default: all)")
+    ap.add_argument("--api", default="", help=f"comma list of {', '.join(gen.APIS)} (default: fwd,bwd, i.e. "
+                                             "all). As in AITER, fwd builds mha_fwd, mha_fwd_splitkv and "
+                                             "mha_batch_prefill; fwd_v3 / bwd_v3 (AITER's asm-only builds) build "
+                                             "the mha_fwd / mha_bwd instances")
     ap.add_argument("--dtypes", default="", help=f"comma list of {', '.join(gen.DTYPES)} (default: all)")
     ap.add_argument("--hdims", default="", help="comma list of instance head dims: hdim_q ('192') or hdim_qxhdim_v "
                                                 "('192x128') (default: all)")
@@ -110,6 +142,8 @@ def parse_args(argv):
     ap.add_argument("--list", action="store_true", help="print the instances and the support table, build nothing")
     ap.add_argument("--build-dir", default=os.path.join(os.getcwd(), "build"), help="objects and generated sources")
     ap.add_argument("--no-python", action="store_true", help="skip the aiter_mha Python module")
+    ap.add_argument("--print-gencode", action="store_true", help="print the nvcc -gencode flags for host programs "
+                    "linking this build (the build's archs plus compute_80 PTX), build nothing; build_mha.sh uses it")
     return ap.parse_args(argv)
 
 
@@ -141,12 +175,33 @@ def resolve_selection(a):
     return apis, dtypes, hdims, variants, archs
 
 
+def check_nonempty(everything, chosen, apis, dtypes, hdims, pattern, variants):
+    """Every requested api gets at least one instance, else the build would link a library without kernels."""
+    for api in apis:
+        if not gen.select(chosen, [api], None, None, ""):
+            kinds = gen.API_INSTANCES[api]
+            have = sorted({i.variant for i in everything if i.api in kinds})
+            raise BuildError(f"no instance for --api {api} matches the selection (dtypes {','.join(dtypes)}; hdims "
+                             f"{','.join(hdims) if hdims else 'all'}; variants {','.join(variants)}"
+                             f"{'; filter ' + repr(pattern) if pattern else ''}); its variants are {', '.join(have)}")
+
+
+def max_jobs() -> str:
+    jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+    if not jobs.isdigit() or int(jobs) < 1:
+        raise BuildError(f"MAX_JOBS={jobs!r}: give a positive number of parallel compile jobs")
+    return jobs
+
+
 def main(argv=None) -> int:
     a = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         apis, dtypes, hdims, variants, archs = resolve_selection(a)
         everything = gen.all_instances(archs)
         chosen = gen.select(everything, apis, dtypes, hdims, a.filter, variants)
+        if a.print_gencode:
+            print(" ".join([f"-gencode={gen.ARCHS[x][0]}" for x in archs] + ["-gencode=arch=compute_80,code=compute_80"]))
+            return 0
         if a.list:
             print(f"instances: {len(chosen)} selected of {len(everything)} known")
             for i in everything:
@@ -154,6 +209,12 @@ def main(argv=None) -> int:
             print(f"archs: {','.join(archs)}\n")
             print(gen.support_table(chosen))
             return 0
+        check_nonempty(everything, chosen, apis, dtypes, hdims, a.filter, variants)
+        for api in apis:
+            if api in ("fwd_v3", "bwd_v3"):
+                print(f"[compile.py] --api {api}: AITER's asm-only build; there is no separate asm build here, so "
+                      f"this builds the mha_{api[:3]} instances", flush=True)
+        jobs = max_jobs()
         nvcc = find_nvcc()
         cutlass = find_cutlass()
         ninja = shutil.which("ninja")
@@ -169,26 +230,25 @@ def main(argv=None) -> int:
             (bwd_sources if i.api == "bwd" else sources).append(path)
         gen.write_if_changed(os.path.join(gen_dir, "fwd_table.cpp"), gen.fwd_table_source(everything, chosen, archs))
         gen.write_if_changed(os.path.join(gen_dir, "bwd_table.cpp"), gen.bwd_table_source(everything, chosen, archs))
-        want_fwd = any(x in apis for x in ("fwd", "fwd_splitkv", "batch_prefill"))
-        want_bwd = "bwd" in apis
-        py = None if a.no_python else python_build_info()
+        want_fwd = any(x in apis for x in ("fwd", "fwd_splitkv", "batch_prefill", "fwd_v3"))
+        want_bwd = any(x in apis for x in ("bwd", "bwd_v3"))
+        py, py_skip = (None, "") if a.no_python else python_build_info()
         text = write_ninja(root=ROOT, build_dir=build_dir, out_dir=os.getcwd(), nvcc=nvcc, cutlass_include=cutlass,
                            archs=archs, kernel_sources=sources, bwd_kernel_sources=bwd_sources, want_fwd=want_fwd,
                            want_bwd=want_bwd, python=py,
                            extra_flags=os.environ.get("MHA_NVCC_FLAGS", ""))
         gen.write_if_changed(os.path.join(build_dir, "build.ninja"), text)
 
-        jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
         print(f"[compile.py] {len(chosen)} instance(s) for {','.join(archs)}; apis {','.join(apis)}; "
               f"CUTLASS {cutlass}; MAX_JOBS={jobs}", flush=True)
         t0 = time.time()
         r = subprocess.run([ninja, "-C", build_dir, "-j", jobs])
         if r.returncode != 0:
             raise BuildError(f"ninja failed (exit {r.returncode}); see the compiler output above")
-        outs = [n for n in ("libmha_fwd.so", "libmha_bwd.so") if os.path.exists(n)]
+        outs = [n for n, want in (("libmha_fwd.so", want_fwd), ("libmha_bwd.so", want_bwd)) if want]
         sizes = ", ".join(f"{n} {os.path.getsize(n) / 2**20:.1f} MiB" for n in outs)
-        print(f"[compile.py] done in {time.time() - t0:.1f} s: {sizes}" + ("" if py or a.no_python else
-              " (pybind11 not found: Python module skipped)"))
+        print(f"[compile.py] done in {time.time() - t0:.1f} s: {sizes}" + (f" ({py_skip}: Python module skipped)"
+                                                                            if py_skip else ""))
         return 0
     except BuildError as e:
         print(f"compile.py: error: {e}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """The generator and compile.py without a GPU: instance list, filters, generated tables, --list and error messages."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -40,7 +41,11 @@ def test_filters_select_the_expected_instances():
     assert len(gen.select(inst, None, None, ["192"], "")) == 36
     assert [i.name for i in gen.select(inst, ["bwd"], ["bf16"], ["128"], "", ["alibi", "dropout"])] == [
         "fmha_bwd_ck_bf16_d128_b64x128_w8_alibi", "fmha_bwd_ck_bf16_d128_b64x128_w8_dropout"]
-    assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 3
+    # as in AITER, fwd builds mha_fwd, mha_fwd_splitkv and mha_batch_prefill: 3 forward variants + 2 split tiles;
+    # fwd_v3 (AITER's asm-only build) the mha_fwd instances
+    assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 5
+    assert {i.api for i in gen.select(inst, ["fwd_v3"], None, ["192x128"], "")} == {"fwd"}
+    assert {i.api for i in gen.select(inst, ["bwd_v3"], None, ["192x128"], "")} == {"bwd"}
     # batch_prefill runs on the split-KV instances
     assert {i.api for i in gen.select(inst, ["batch_prefill"], ["bf16"], ["128"], "")} == {"fwd_splitkv"}
     assert [i.name for i in gen.select(inst, ["bwd"], ["bf16"], ["128"], "", ["plain"])] == [
@@ -103,10 +108,60 @@ def test_bad_options_fail_with_a_reason(args, message):
     assert message in r.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--api", "fwd", "--variants", "dropout"], "no instance for --api fwd matches the selection"),
+    (["--api", "fwd_splitkv", "--variants", "plain"], "its variants are full"),
+    (["--preset", "ci", "--api", "batch_prefill"], "no instance for --api batch_prefill"),
+    (["--filter", "*bf16_d999*"], "filter '*bf16_d999*'"),
+])
+def test_empty_selection_is_an_error(tmp_path, args, message):
+    """A selection that would link a library without kernels stops before nvcc is even looked for."""
+    env = dict(os.environ, PATH="/usr/bin:/bin", NVCC="", CUDA_HOME=str(tmp_path))
+    r = run_compile("--arch", "sm_90a", *args, cwd=tmp_path, env=env)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_print_gencode_follows_the_archs():
+    r = run_compile("--print-gencode", "--arch", "sm_80,sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a",
+                                "-gencode=arch=compute_80,code=compute_80"]
+
+
+@pytest.mark.parametrize("env_key, value, message", [
+    ("NVCC", "/nonexistent/nvcc", "NVCC=/nonexistent/nvcc is not an executable file"),
+    ("MAX_JOBS", "abc", "MAX_JOBS='abc': give a positive number"),
+    ("MAX_JOBS", "0", "MAX_JOBS='0': give a positive number"),
+    ("CUTLASS_DIR", "/nonexistent", "CUTLASS_DIR=/nonexistent holds no include/cute/tensor.hpp"),
+])
+def test_bad_environment_is_explained(tmp_path, env_key, value, message):
+    env = dict(os.environ, **{env_key: value})
+    if env_key == "CUTLASS_DIR" and not (os.environ.get("NVCC") or shutil.which("nvcc") or
+                                         os.path.exists("/usr/local/cuda/bin/nvcc")):
+        pytest.skip("no nvcc here to get past the nvcc check")
+    r = run_compile("--preset", "ci", "--arch", "sm_90a", "--build-dir", str(tmp_path / "b"), cwd=tmp_path, env=env)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_unknown_gpu_arch_warns(tmp_path):
+    """A visible GPU without a build target (here a fake nvidia-smi reporting 7.5) is named, not silently skipped."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 7.5\necho 9.0\n")
+    smi.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ.get('PATH', '')}")
+    r = run_compile("--list", "--preset", "ci", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "compute capability 7.5" in r.stderr and "archs: sm_90a" in r.stdout
+
+
 def test_missing_nvcc_and_cutlass_are_explained(tmp_path):
     env = dict(os.environ, PATH="/usr/bin:/bin", NVCC="", CUDA_HOME=str(tmp_path))
     r = run_compile("--preset", "ci", "--arch", "sm_90a", cwd=tmp_path, env=env)
-    assert r.returncode == 2 and "nvcc not found" in r.stderr
+    assert r.returncode == 2 and f"CUDA_HOME={tmp_path} has no bin/nvcc" in r.stderr
+    if not any(os.path.exists(os.path.join(d, "nvcc")) for d in ("/usr/bin", "/bin", "/usr/local/cuda/bin")):
+        env.pop("CUDA_HOME")
+        r = run_compile("--preset", "ci", "--arch", "sm_90a", cwd=tmp_path, env=env)
+        assert r.returncode == 2 and "nvcc not found" in r.stderr
     nvcc = "/usr/local/cuda/bin/nvcc"
     if not os.path.exists(nvcc):
         pytest.skip("no nvcc here to get past the nvcc check")
@@ -157,3 +212,19 @@ def test_bwd_tiles_follow_the_build_archs():
     assert "BwdKernelTraits<cutlass::bfloat16_t, 64, 64, 64, 128, 8, 2, 4, 4, 0>" in src
     src = gen.instance_source(big["64x64"])
     assert "BwdKernelTraits<cutlass::bfloat16_t, 64, 64, 128, 128, 8, 2, 4, 4, 0>" in src
+
+
+def test_hand_written_kernels_build_for_sm80_and_sm86():
+    """libmha_fwd.so's hand-written kernels (paged attention, L2 sweep, merge counters, occupancy query) compile for
+    the pre-Hopper targets too: sm_90-only PTX (mbarrier.try_wait) outside an arch guard once broke every sm_8x build,
+    which the sm_90a-only CI preset never compiles."""
+    from ninja_writer import FWD_KERNEL_SOURCES
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    for src in FWD_KERNEL_SOURCES:
+        r = subprocess.run([nvcc, "-std=c++17", "-O3", "-I", os.path.join(ROOT, "include"), "-I",
+                            os.path.join(ROOT, "csrc"), "--expt-relaxed-constexpr", "-use_fast_math",
+                            "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_86,code=sm_86", "-c",
+                            os.path.join(ROOT, src), "-o", os.devnull], capture_output=True, text=True)
+        assert r.returncode == 0, f"{src}:\n{r.stderr[-3000:]}"

@@ -11,7 +11,18 @@ import dataclasses
 import fnmatch
 import os
 
-APIS = ("fwd", "bwd", "fwd_splitkv", "batch_prefill")
+APIS = ("fwd", "bwd", "fwd_splitkv", "batch_prefill", "fwd_v3", "bwd_v3")
+# --api token -> the instance kinds it builds. As in AITER, "fwd" builds everything libmha_fwd.so serves: mha_fwd,
+# mha_fwd_splitkv and mha_batch_prefill (which runs on the split-KV instances). AITER's "fwd_v3" / "bwd_v3" build its
+# asm kernels only; here they build the mha_fwd / mha_bwd instances (compile.py says so).
+API_INSTANCES = {
+    "fwd": ("fwd", "fwd_splitkv"),
+    "fwd_splitkv": ("fwd_splitkv",),
+    "batch_prefill": ("fwd_splitkv",),
+    "fwd_v3": ("fwd",),
+    "bwd": ("bwd",),
+    "bwd_v3": ("bwd",),
+}
 DTYPES = ("fp16", "bf16")
 # arch name -> (nvcc -gencode value, compute capability)
 ARCHS = {
@@ -109,7 +120,7 @@ ALL_VARIANTS = ("plain", "full", "alibi", "dropout")
 PRESETS = {
     # smallest useful set: one instance, enough to build, link and run bf16 hdim<=128 forward
     "ci": dict(apis=("fwd", "bwd"), dtypes=("bf16",), hdims=("128x128",), variants=("plain",)),
-    "all": dict(apis=APIS, dtypes=DTYPES, hdims=None, variants=ALL_VARIANTS),
+    "all": dict(apis=("fwd", "bwd"), dtypes=DTYPES, hdims=None, variants=ALL_VARIANTS),
 }
 
 
@@ -171,10 +182,10 @@ def known_hdims() -> list[str]:
 
 def select(instances, apis, dtypes, hdims, pattern, variants=None):
     """Instances passing every filter (None = no filter on that key)."""
+    kinds = None if apis is None else {k for a in apis for k in API_INSTANCES[a]}
     keep = []
     for i in instances:
-        # mha_batch_prefill runs on the split-KV instances
-        if apis is not None and i.api not in apis and not (i.api == "fwd_splitkv" and "batch_prefill" in apis):
+        if kinds is not None and i.api not in kinds:
             continue
         if dtypes is not None and i.dtype not in dtypes:
             continue

@@ -85,11 +85,13 @@ def write_ninja(*, root, build_dir, out_dir, nvcc, cutlass_include, archs, kerne
                           "cxx")
         kern = compile_all(kernel_sources + [os.path.join(root, s) for s in FWD_KERNEL_SOURCES], "cu")
         lines.append(f"build {q(os.path.join(out_dir, 'libmha_fwd.so'))}: link {' '.join(q(o) for o in api + kern)}")
+        lines.append("  extra = -Xlinker -soname=libmha_fwd.so")  # apps record the name, not the build path
     if want_bwd:
         api = compile_all([os.path.join(root, s) for s in API_BWD_SOURCES] + [os.path.join(gen_dir, "bwd_table.cpp")],
                           "cxx")
         kern = compile_all(list(bwd_kernel_sources) + [os.path.join(root, s) for s in BWD_KERNEL_SOURCES], "cu")
         lines.append(f"build {q(os.path.join(out_dir, 'libmha_bwd.so'))}: link {' '.join(q(o) for o in api + kern)}")
+        lines.append("  extra = -Xlinker -soname=libmha_bwd.so")  # apps record the name, not the build path
     # the module binds both libraries, so it is built only when both are
     if want_fwd and want_bwd and python is not None:
         src = os.path.join(root, BINDING_SOURCE)
