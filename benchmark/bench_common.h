@@ -157,27 +157,6 @@ inline std::vector<int32_t> generate_seqlens(int count, int32_t avg, int32_t lo,
     return lens;
 }
 
-// Per-batch lengths from a `-s=s0,s1,...` style list: the listed ones as given, the missing ones generated around the
-// last listed value (generate_seqlens). A negative entry means "as `fallback` of that batch" (s_k = -1: s_k = s).
-inline std::vector<int32_t> seqlens_from_list(const std::vector<int32_t>& list, int batch, int32_t hi,
-                                              const std::vector<int32_t>& fallback, std::mt19937& rng)
-{
-    std::vector<int32_t> lens;
-    const std::vector<int32_t> given = list.empty() ? std::vector<int32_t>{-1} : list;
-    for (int b = 0; b < std::min<int>(batch, int(given.size())); ++b)
-        lens.push_back(given[b]);
-    if (int(lens.size()) < batch && lens.back() >= 0)
-    {
-        const std::vector<int32_t> rest = generate_seqlens(batch - int(lens.size()), lens.back(), 1, hi, rng);
-        lens.insert(lens.end(), rest.begin(), rest.end());
-    }
-    lens.resize(size_t(batch), lens.back());
-    for (int b = 0; b < batch; ++b)
-        if (lens[b] < 0)
-            lens[b] = fallback.empty() ? 0 : fallback[b];
-    return lens;
-}
-
 inline std::vector<int32_t> cumulative(const std::vector<int32_t>& lens)
 {
     std::vector<int32_t> starts{0};

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -72,17 +73,53 @@ inline int resolve_seqlens(const ArgParser& p, ProblemConfig& c, std::mt19937& r
     for (int32_t s : s_list)
         if (s < 0)
             return fail(kExitFailed, "s must be non-negative");
-    const bool has_kpad = !kpad_list.empty() && kpad_list[0] >= 0;
-    if (has_kpad)
+    // CK's generate_missing_seqlens: each listed -s length comes with the -s_k (and -s_kpad) entry of its index, a
+    // shorter list's last entry repeated (s_k < 0: s_k = s); the batches past the -s list get -s's last length each
+    // (generate_seqlens bounded by it moves nothing) and -s_k's last on average, moved at random (bounded by the last
+    // -s_kpad). The totals are bounded before anything is generated: the row starts are int32.
+    const std::vector<int32_t> qv = s_list.empty() ? std::vector<int32_t>{0} : s_list;
+    auto at = [](const std::vector<int32_t>& v, int i) {
+        return v.empty() ? -1 : v[size_t(std::min<int>(i, int(v.size()) - 1))];
+    };
+    const int listed = std::min<int>(int(qv.size()), c.batch), rest = c.batch - listed;
+    std::vector<int32_t> sq, sk, kp;
+    for (int i = 0; i < listed; ++i)
     {
-        c.seqlen_kpads = kpad_list;
-        c.seqlen_kpads.resize(size_t(c.batch), kpad_list.back());
+        sq.push_back(qv[size_t(i)]);
+        sk.push_back(at(sk_list, i) < 0 ? qv[size_t(i)] : at(sk_list, i));
+        kp.push_back(at(kpad_list, i));
     }
-    c.seqlen_qs = seqlens_from_list(s_list, c.batch, -1, {}, rng);
-    c.seqlen_ks = seqlens_from_list(sk_list, c.batch, has_kpad ? c.seqlen_kpads.back() : -1, c.seqlen_qs, rng);
-    for (int b = 0; b < c.batch; ++b)
-        if (has_kpad && c.seqlen_kpads[b] < c.seqlen_ks[b])
-            return fail(kExitFailed, "kpad must be greater than or equal to seqlen for k");
+    auto start_len = [](int32_t avg, int32_t hi) { // generate_seqlens' first value
+        return std::clamp(avg, 1, hi > 0 ? std::max(hi, 1) : std::numeric_limits<int32_t>::max());
+    };
+    int64_t total_q = int64_t(rest) * start_len(sq.back(), sq.back());
+    int64_t total_k    = int64_t(rest) * start_len(sk.back(), kp.back());
+    int64_t total_kpad = int64_t(rest) * std::max(kp.back(), 0);
+    for (int i = 0; i < listed; ++i)
+        total_q += sq[size_t(i)], total_k += sk[size_t(i)], total_kpad += std::max(kp[size_t(i)], 0);
+    if (std::max({total_q, total_k, total_kpad}) > std::numeric_limits<int32_t>::max())
+        return fail(kExitFailed, "group mode: the query / key / padded key lengths add up to ", total_q, " / ", total_k,
+                    " / ", total_kpad, "; each total must stay below 2^31 (int32 seqstart)");
+    if (rest > 0)
+    {
+        const std::vector<int32_t> rem_q = generate_seqlens(rest, sq.back(), 1, sq.back(), rng);
+        const std::vector<int32_t> rem_k = generate_seqlens(rest, sk.back(), 1, kp.back(), rng);
+        sq.insert(sq.end(), rem_q.begin(), rem_q.end());
+        sk.insert(sk.end(), rem_k.begin(), rem_k.end());
+        kp.resize(size_t(c.batch), kp.back());
+    }
+    c.seqlen_qs = sq, c.seqlen_ks = sk;
+    if (!kpad_list.empty() && kpad_list[0] >= 0) // physical K rows per batch; a batch's -1: none beyond its keys
+    {
+        c.seqlen_kpads = kp;
+        for (int b = 0; b < c.batch; ++b)
+        {
+            if (c.seqlen_kpads[size_t(b)] < 0)
+                c.seqlen_kpads[size_t(b)] = sk[size_t(b)];
+            if (c.seqlen_kpads[size_t(b)] < sk[size_t(b)])
+                return fail(kExitFailed, "kpad must be greater than or equal to seqlen for k");
+        }
+    }
     return kExitPass;
 }
 
@@ -104,6 +141,8 @@ inline int check_problem(const ArgParser& p, ProblemConfig& c)
 {
     if (c.batch < 1 || c.nhead < 1 || c.nhead_k < 1 || c.hdim_q < 1 || c.hdim_v < 1)
         return fail(kExitFailed, "b, h, h_k, d, d_v must be positive");
+    if (c.batch > 65535 || c.nhead > 65535) // the library's limits, checked before any per-batch host array
+        return fail(kExitFailed, "b and h must be <= 65535, got ", c.batch, " and ", c.nhead);
     if (c.nhead % c.nhead_k != 0)
         return fail(kExitFailed, "nhead:", c.nhead, " must be multiple of nhead_k:", c.nhead_k);
     if (c.warmup < 0 || c.repeat < 0)

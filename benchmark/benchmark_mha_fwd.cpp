@@ -531,6 +531,19 @@ int run(const FwdConfig& c)
     if (!fits_index(l.lse.head) || (!c.group() && !fits_index(l.lse.batch)))
         return fail(kExitFailed, "the LSE strides exceed int32");
 
+    if (c.page_block_size > 0) // page ids are int32: batch x ceil(max_seqlen_k / page) pages
+        if (const int64_t pages = int64_t(c.batch) * std::max<int64_t>(1, (int64_t(l.max_seqlen_k) + c.page_block_size - 1) /
+                                                                              c.page_block_size);
+            pages > std::numeric_limits<int32_t>::max())
+            return fail(kExitFailed, "a paged cache of ", pages, " pages needs page ids beyond int32");
+    if (c.is_v3_check && c.use_splitkv()) // the asm kernels serve mha_fwd only
+    {
+        std::cout << header_line(c) << ", v3 not supported" << std::endl;
+        std::cerr << "reason: -is_v3_check asks about the fwd v3 (asm) kernels, which serve mha_fwd only; "
+                     "-num_splits > 1, -page_block_size and -cache_batch_idx run mha_fwd_splitkv" << std::endl;
+        return kExitFailed;
+    }
+
     const HostInputs<T> in = make_inputs<T>(c, l);
     DeviceTensors d;
     if (const int rc = upload_inputs(c, l, in, d); rc != kExitPass)
@@ -576,10 +589,21 @@ int run(const FwdConfig& c)
     return pass ? kExitPass : kExitFailed;
 }
 
-// AITER's split-KV option rules, with its messages: cache_batch_idx is ignored with a paged cache or in group mode,
-// dropout with split-KV or a KV cache; num_splits = 0 asks the library's heuristic; more than 128 is an error.
+// AITER's option rules, with its messages: -s_knew and -rotary_dim are ignored; cache_batch_idx is ignored with a
+// paged cache or in group mode, dropout with split-KV or a KV cache; num_splits = 0 asks the library's heuristic;
+// more than 128 is an error.
 int legalize_splitkv(FwdConfig& c)
 {
+    if (c.seqlen_knew != 0) // as AITER, which builds without append-kv and RoPE
+    {
+        std::cerr << "fmha_fwd_appendkv() is not enabled. ignoring the 's_knew' option" << std::endl;
+        c.seqlen_knew = 0;
+    }
+    if (c.rotary_dim > 0)
+    {
+        std::cerr << "rotary embedding is not supported. ignoring the 'rotary_dim' option" << std::endl;
+        c.rotary_dim = 0;
+    }
     if (c.cache_batch_idx && c.page_block_size > 0)
     {
         std::cerr << "paged-kvcache does not support cache_batch_idx. ignoring the 'cache_batch_idx' option" << std::endl;

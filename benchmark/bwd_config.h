@@ -65,7 +65,7 @@ inline ArgParser make_bwd_parser()
         .insert("v3_bf16_cvt", "1", "float to bf16 convert type when bwd_v3 is set to 1, 0:RTNE; 1:RTNA; 2:RTZ")
         .insert("v3_api_check", "0",
                 "if set to 1, check whether the input scenarios is supported by the asm kernel.\n"
-                "prints ', v3 supported' (exit 0) or ', v3 not supported' (exit -2)")
+                "there is no bwd asm kernel here: prints ', v3 not supported' (exit -2)")
         // ours, after AITER's flags
         .insert("flush_cache", "0", "1: sweep the L2 before every timed pass and time each pass alone (inputs read\n"
                                     "from DRAM, as inside a model); not an AITER flag");
@@ -142,15 +142,16 @@ inline std::string unsupported_reason(const BwdConfig& c)
     return "";
 }
 
-// AITER's header, batch 0's lengths in s: (as benchmark_mha_fwd). The library stores no random values here: the
-// host rebuilds them (s_randval:0).
+// AITER's header, batch 0's lengths in s: (as benchmark_mha_fwd). s_randval as AITER prints it (p_drop > 0 with
+// validation), though the library stores no random values here: the host rebuilds them.
 inline std::string header_line(const BwdConfig& c)
 {
     std::ostringstream os;
     os << "[" << c.prec << "|" << (c.group() ? "group" : "batch") << "|" << io_layout(c.iperm, c.operm)
        << "] b:" << c.batch << ", h:" << c.nhead << "/" << c.nhead_k << ", s:" << c.seqlen_qs[0] << "/"
        << c.seqlen_ks[0] << ", d:" << c.hdim_q << "/" << c.hdim_v << ", scale:" << c.scale_s
-       << ", bias:" << c.bias.str() << ", dbias:" << c.dbias << ", p_drop:" << c.p_drop << ", s_randval:0"
+       << ", bias:" << c.bias.str() << ", dbias:" << c.dbias << ", p_drop:" << c.p_drop
+       << ", s_randval:" << (c.p_drop > 0.f && c.validation != 0)
        << ", deterministic:" << c.deterministic << ", mask:" << c.mask.str();
     return os.str();
 }

@@ -167,6 +167,8 @@ inline int read_fwd_config(const ArgParser& p, FwdConfig& c)
 
     if (c.validation < 0 || c.validation > 2)
         return fail(kExitBadArgs, "-v must be 0, 1 or 2, got ", c.validation);
+    if (c.vlayout != "r" && c.vlayout != "c")
+        return fail(kExitBadArgs, "-vlayout must be r or c, got ", c.vlayout);
     if (const int rc = decode_problem_grammar(p, c); rc != kExitPass)
         return rc;
     using Q = quant_scale_enum;
@@ -196,10 +198,6 @@ inline std::string unsupported_reason(const FwdConfig& c)
         return "sink logits (-init_sink=1) with split-kv / kv-cache (mha_fwd_splitkv_args has no sink_ptr)";
     if (c.vlayout != "r")
         return "column-major V (-vlayout=c)";
-    if (c.seqlen_knew != 0)
-        return "append-kv (-s_knew=" + std::to_string(c.seqlen_knew) + ")";
-    if (c.rotary_dim > 0)
-        return "rotary embedding (-rotary_dim>0)";
     return "";
 }
 

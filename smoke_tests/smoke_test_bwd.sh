@@ -182,7 +182,8 @@ fi
 
 [[ -z "$LOGDIR" ]] && LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/smoke_test_bwd.XXXXXX")
 mkdir -p "$LOGDIR"
-find "$LOGDIR" -maxdepth 1 -name '*.log' -delete
+# only this script's own run logs (<5-digit id>.log) from an earlier run: -o may name a directory with other files
+find "$LOGDIR" -maxdepth 1 -name '[0-9][0-9][0-9][0-9][0-9].log' -delete
 export EXE LOGDIR TIMEOUT
 
 start=$(date +%s)

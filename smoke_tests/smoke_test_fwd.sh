@@ -43,7 +43,8 @@ fi
 EXE=$(cd "$(dirname "$EXE")" && pwd)/$(basename "$EXE")
 [[ -z "$LOGDIR" ]] && LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/smoke_test_fwd.XXXXXX")
 mkdir -p "$LOGDIR"
-find "$LOGDIR" -maxdepth 1 -name '*.log' -delete
+# only this script's own run logs (<5-digit id>.log) from an earlier run: -o may name a directory with other files
+find "$LOGDIR" -maxdepth 1 -name '[0-9][0-9][0-9][0-9][0-9].log' -delete
 
 KNAME=1
 COMMON_ARGS='-v=1 -warmup=0 -repeat=1'
