@@ -99,6 +99,22 @@ aiter::mha_fwd_args mha_reference_args(const void* q, const void* k, const void*
     return a;
 }
 
+// The outputs of a split-KV case: the reference's O / LSE (o1, l1: [rows, h, d] bf16, [h, rows] fp32), the split
+// call's (o2, l2: NaN, so every element must be written) and the fp32 partials of `splits` splits.
+void alloc_split_outputs(int rows, int h, int d, int splits, bf16*& o1, bf16*& o2, float*& l1, float*& l2,
+                         float*& lacc, float*& oacc)
+{
+    const size_t on = size_t(rows) * h * d, ln = size_t(rows) * h;
+    CHECK(cudaMalloc(&o1, on * 2));
+    CHECK(cudaMalloc(&o2, on * 2));
+    CHECK(cudaMalloc(&l1, ln * 4));
+    CHECK(cudaMalloc(&l2, ln * 4));
+    CHECK(cudaMalloc(&lacc, size_t(splits) * ln * 4));
+    CHECK(cudaMalloc(&oacc, size_t(splits) * on * 4));
+    CHECK(cudaMemset(o2, 0xFF, on * 2));
+    CHECK(cudaMemset(l2, 0xFF, ln * 4));
+}
+
 // Group-mode Q/O [total_q, h, d]; keys of batch b: dense rows seqstart_k[b].. of [total_k, h_k, d], or pages.
 // max_q_given > 0: the max_seqlen_q mha_batch_prefill gets (an over-estimate; the reference gets the true one).
 bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, int h, int hk, int d, int page,
@@ -373,16 +389,9 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     const size_t on = size_t(tq) * h * d;
     bf16 *o1 = nullptr, *o2 = nullptr;
     float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
-    CHECK(cudaMalloc(&o1, on * 2));
-    CHECK(cudaMalloc(&o2, on * 2));
-    CHECK(cudaMalloc(&l1, size_t(h) * tq * 4));
-    CHECK(cudaMalloc(&l2, size_t(h) * tq * 4));
     // partials for the split count (splits = 0: the heuristic's bound for the shape)
     const int ns = splits > 0 ? splits : aiter::mha_fwd_splitkv_num_splits(b, h, hk, sq, cap);
-    CHECK(cudaMalloc(&lacc, size_t(ns) * h * tq * 4));
-    CHECK(cudaMalloc(&oacc, size_t(ns) * h * tq * d * 4));
-    CHECK(cudaMemset(o2, 0xFF, on * 2)); // NaN: every element must be written
-    CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
+    alloc_split_outputs(tq, h, d, ns, o1, o2, l1, l2, lacc, oacc);
     const int mask_type = sq > 1 ? 2 : 0, wr = sq > 1 ? 0 : -1;
 
     aiter::mha_fwd_args a = mha_reference_args(dq, dk, dv, o1, l1, dqs, dks, b, sq, h, d, tq);
@@ -471,14 +480,7 @@ bool masked_step_case(const char* name, int b, int h, int hk, int sq, int sk, in
     const int ns = splits > 0 ? splits : aiter::mha_fwd_splitkv_num_splits(b, h, hk, sq, sk);
     bf16 *o1 = nullptr, *o2 = nullptr;
     float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
-    CHECK(cudaMalloc(&o1, on * 2));
-    CHECK(cudaMalloc(&o2, on * 2));
-    CHECK(cudaMalloc(&l1, size_t(h) * tq * 4));
-    CHECK(cudaMalloc(&l2, size_t(h) * tq * 4));
-    CHECK(cudaMalloc(&lacc, size_t(ns) * h * tq * 4));
-    CHECK(cudaMalloc(&oacc, size_t(ns) * h * tq * d * 4));
-    CHECK(cudaMemset(o2, 0xFF, on * 2)); // NaN: every element must be written
-    CHECK(cudaMemset(l2, 0xFF, size_t(h) * tq * 4));
+    alloc_split_outputs(tq, h, d, ns, o1, o2, l1, l2, lacc, oacc);
 
     aiter::mha_fwd_args a = mha_reference_args(dq, dkx, dvx, o1, l1, dqs, dks, b, sq, h, d, tq);
     a.window_size_left = wl, a.window_size_right = wr, a.mask_type = mask_type;
