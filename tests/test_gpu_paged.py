@@ -97,6 +97,14 @@ def test_v1_merged_and_clustered_partitions(seqs, head, block, heads, kv, ctx, p
     assert max_err(out, ref) < TOL[dtype]
 
 
+def test_v1_nonpositive_softcap_and_window_are_off():
+    # AITER's pa_v1 treats logits_soft_cap <= 0 and sliding_window <= 0 as off
+    q, k5, v4, tables, lens = make_case(77, 3, 8, 2, 128, 16, 600, torch.bfloat16)
+    off = run_v1(q, k5, v4, tables, lens, 600, 128 ** -0.5)
+    assert torch.equal(run_v1(q, k5, v4, tables, lens, 600, 128 ** -0.5, softcap=-1.0, window=-1), off)
+    assert max_err(off, reference(q, k5, v4, tables, lens, 128 ** -0.5)) < TOL[torch.bfloat16]
+
+
 def test_v1_empty_context_gives_zeros():
     q, k5, v4, tables, lens = make_case(3, 3, 4, 2, 64, 16, 300, torch.bfloat16)
     lens[1] = 0
@@ -197,6 +205,23 @@ def test_asm_matches_reference(heads, kv, seqs, dtype):
     fresh = torch.from_dlpack(aiter_mha.pa_fwd_asm(q, k5, asm_v_shuffle(v4), tables, lens, tables.shape[1]))
     torch.cuda.synchronize()
     assert torch.equal(fresh, out)
+
+
+def test_asm_fresh_output_orders_a_consumer_on_another_stream():
+    # the returned array is filled on a side stream held up by a spin; torch reading it on its own stream must wait
+    # for the kernel (the buffer's completion event), not see the fresh allocation's old contents
+    q, k5, v4, tables, lens = make_case(91, 16, 32, 8, 128, 16, 2000, torch.bfloat16)
+    va = asm_v_shuffle(v4)
+    ref = reference(q, k5, v4, tables, lens, 128 ** -0.5)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # the inputs are ready
+    for _ in range(3):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)  # tens of milliseconds
+        buf = aiter_mha.pa_fwd_asm(q, k5, va, tables, lens, tables.shape[1], stream=side.cuda_stream)
+        got = torch.from_dlpack(buf).clone()  # on the current (default) stream
+        torch.cuda.synchronize()
+        assert max_err(got, ref) < TOL[torch.bfloat16]
 
 
 def test_asm_context_lens_clamp_to_the_table():

@@ -737,15 +737,17 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                 for (int s = 0; s < kS; ++s)
                     sum += e[s] = l[s] == -INFINITY ? 0.f : expf(l[s] - m);
                 const MergedLse mg = merge_lse(m, sum, Kt::kOther && p.mod.sink != nullptr ? p.mod.sink[h] : -INFINITY);
-                const float inv_sum = 1.f / sum;
+                const float inv_sum = sum > 0.f ? 1.f / sum : 0.f;
                 float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+                // every loaded chunk is consumed, an empty split's (its O is 0) with weight 0: the O stores below
+                // wait for every sibling load, so no load is still in flight when this CTA arrives at the relaxed
+                // cluster barrier after which its siblings may exit
                 CUTE_UNROLL
                 for (int s = 0; s < kS; ++s)
-                    if (e[s] != 0.f) // an empty split's partial is never added
-                    {
-                        const float w = e[s] * inv_sum;
-                        acc.x += w * x[s].x, acc.y += w * x[s].y, acc.z += w * x[s].z, acc.w += w * x[s].w;
-                    }
+                {
+                    const float w = e[s] * inv_sum;
+                    acc.x += w * x[s].x, acc.y += w * x[s].y, acc.z += w * x[s].z, acc.w += w * x[s].w;
+                }
                 alignas(8) Element out[4] = {static_cast<Element>(acc.x * mg.out_scale),
                                              static_cast<Element>(acc.y * mg.out_scale),
                                              static_cast<Element>(acc.z * mg.out_scale),

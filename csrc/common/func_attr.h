@@ -17,13 +17,26 @@
 namespace mha {
 
 // cudaFuncSetAttribute(fn, attr, value), skipped when this process already set that value in the current context.
-inline cudaError_t set_func_attribute(const void* fn, cudaFuncAttribute attr, int value)
+// raise_only (a limit): the value in force is never lowered, so one host thread cannot shrink the limit between
+// another's setting and its launch; the check and the set then happen under the lock.
+inline cudaError_t set_func_attribute(const void* fn, cudaFuncAttribute attr, int value, bool raise_only = false)
 {
     using Key = std::tuple<const void*, int, unsigned long long>;
     // never destroyed: a call from another static's destructor at exit still finds them
     static std::mutex& mu          = *new std::mutex;
     static std::map<Key, int>& set = *new std::map<Key, int>; // (kernel, attribute, context id) -> the value in force
     const unsigned long long ctx   = current_context_id();
+    if (ctx != 0 && raise_only)
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        int& in_force = set[Key(fn, int(attr), ctx)]; // 0 when not yet set here
+        if (in_force >= value)
+            return cudaSuccess;
+        const cudaError_t err = cudaFuncSetAttribute(fn, attr, value);
+        if (err == cudaSuccess)
+            in_force = value;
+        return err;
+    }
     if (ctx != 0)
     {
         std::lock_guard<std::mutex> lock(mu);
@@ -51,12 +64,13 @@ cudaError_t set_func_attribute(Kernel* kernel, cudaFuncAttribute attr, int value
     return set_func_attribute(reinterpret_cast<const void*>(kernel), attr, value);
 }
 
-// The dynamic shared-memory limit a launch of `bytes` needs.
+// The dynamic shared-memory limit a launch of `bytes` needs, raised only: launches of one kernel with different
+// sizes from several host threads (a decode step's warp splits and its clusters) never see it shrink.
 template <typename Kernel>
 cudaError_t set_max_dynamic_smem(Kernel* kernel, int bytes)
 {
     return set_func_attribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              bytes);
+                              bytes, true);
 }
 
 } // namespace mha

@@ -1219,16 +1219,16 @@ std::string v1_device(V1Device& d)
     if (const int k = dev < kDevices ? known[dev].load(std::memory_order_relaxed) : 0; k > 0)
         return d.max_cluster = (k - 1) % 16, d.sm90 = (k - 1) / 16 != 0, "";
     auto kernel = &pa_v1_kernel<__nv_bfloat16, false, kMaxHead / kX / kV1Warps>;
-    constexpr int kSmem = 227 * 1024;
+    const int smem_most = std::min(227 * 1024, d.smem_block); // sm_90's 227 KB; 99 KB on sm_120
     d.max_cluster = 1;
     d.sm90 = major >= 9 && has_sm90_code(reinterpret_cast<const void*>(kernel));
     bool answered = true;
     if (d.sm90)
     {
-        if (set_max_dynamic_smem(kernel, kSmem) != cudaSuccess)
+        if (set_max_dynamic_smem(kernel, smem_most) != cudaSuccess)
             return cudaGetErrorString(cudaGetLastError());
-        d.max_cluster = probe_clusters(kernel, kV1MaxCluster, [](int c, cudaLaunchAttribute& at) {
-            return v1_config(dim3(1, 1, 1), c, kSmem, nullptr, at);
+        d.max_cluster = probe_clusters(kernel, kV1MaxCluster, [smem_most](int c, cudaLaunchAttribute& at) {
+            return v1_config(dim3(1, 1, 1), c, smem_most, nullptr, at);
         }, answered);
     }
     if (answered && dev < kDevices)
@@ -1254,14 +1254,20 @@ void v1_merge_partitions(Params& p, int max_context_len, int num_seqs, const V1D
     auto ctas = [&](int partition) {
         return (int64_t(max_context_len) + partition - 1) / partition * (p.num_heads / p.group) * num_seqs;
     };
+    // a merged partition must still take the ring's two slots (GPUs of 99 KB per block: sm_86 / 89 / 120)
+    auto fits = [&](int partition) {
+        return v1_fixed_bytes(p.head_size, p.group, partition, p.block_size) + 2 * v1_slot_bytes(p.head_size) <=
+               d.smem_block;
+    };
     int k = 1;
-    while (p.partition_size * k * 2 <= kMaxPartition && ctas(p.partition_size * k * 2) * 2 >= int64_t(7) * sms)
+    while (p.partition_size * k * 2 <= kMaxPartition && ctas(p.partition_size * k * 2) * 2 >= int64_t(7) * sms &&
+           fits(p.partition_size * k * 2))
         k *= 2;
     // a grid within half the SMs whose contexts fit one partition of up to 1024 tokens: that one partition, split
     // over a cluster instead, and no combine
     const int64_t whole = (int64_t(max_context_len) + p.partition_size - 1) / p.partition_size; // of the context
     if (k == 1 && whole > 1 && whole * p.partition_size <= kMaxPartition && ctas(p.partition_size) * 2 <= sms &&
-        d.max_cluster > 1)
+        d.max_cluster > 1 && fits(int(whole * p.partition_size)))
         k = int(whole);
     p.partition_size *= k;
     p.num_partitions = int(std::max<int64_t>(1, (int64_t(max_context_len) + p.partition_size - 1) / p.partition_size));

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -260,21 +261,12 @@ py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::o
     auto record_ready = [&] {
         if (!out_buf && !lse_buf && !rv_buf)
             return;
-        auto ev             = std::make_shared<ReadyEvent>();
-        ev->device          = device;
-        ev->producer_stream = normalize_stream(strm);
-        cudaError_t e       = cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(ev->event, stream);
-        if (e != cudaSuccess)
+        if (const cudaError_t e = mark_ready(device, strm, {&out_buf, &lse_buf, &rv_buf}); e != cudaSuccess)
         {
             cudaGetLastError();
             py::gil_scoped_acquire gil;
             raise(PyExc_RuntimeError, cuda_error("recording the completion event", e));
         }
-        for (auto* buf : {&out_buf, &lse_buf, &rv_buf})
-            if (*buf)
-                (*buf)->ready = ev;
     };
     auto result = [&]() -> py::object {
         py::list r;
@@ -607,8 +599,10 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
     a.k_stride_head = nhd ? k.stride(2) : k.stride(1);
     a.v_stride_head = nhd ? v.stride(2) : v.stride(1);
     a.scale = static_cast<float>(real_arg(scale, "scale"));
-    a.logits_soft_cap = static_cast<float>(real_arg(softcap, "logits_soft_cap"));
-    a.sliding_window = static_cast<int>(int_arg(sliding_window, "sliding_window", 0, kIndexMax));
+    // as AITER's pa_v1: a soft-cap or sliding window <= 0 is off
+    a.logits_soft_cap = static_cast<float>(std::max(0.0, real_arg(softcap, "logits_soft_cap")));
+    a.sliding_window  = static_cast<int>(
+        std::max<int64_t>(0, int_arg(sliding_window, "sliding_window", std::numeric_limits<int32_t>::min(), kIndexMax)));
     a.nhd = nhd;
     call_paged(&aiter::paged_attention_v1, a, q.device().device_id, strm, "paged_attention_v1_core");
     return out_o;
@@ -688,6 +682,14 @@ py::object pa_fwd_asm(const py::object& q_o, const py::object& k_o, const py::ob
     call_paged(&aiter::pa_fwd_asm, a, device, strm, "pa_fwd_asm");
     if (out_in)
         return out_o;
+    {
+        DeviceGuard guard(device); // a consumer on another stream waits for the kernel (sync_consumer)
+        if (const cudaError_t e = mark_ready(device, strm, {&out_buf}); e != cudaSuccess)
+        {
+            cudaGetLastError();
+            raise(PyExc_RuntimeError, cuda_error("recording the completion event", e));
+        }
+    }
     return py::cast(DeviceBuffer{out_buf});
 }
 
@@ -753,8 +755,8 @@ constexpr const char* kPagedV1Doc =
     "every context.\n"
     "The context is processed in partitions of partition_size tokens (a multiple of block_size, <= 1024); with\n"
     "more than one, workspace_buffer (any dtype, contiguous) must hold paged_attention_workspace_bytes(...)\n"
-    "bytes, else ValueError. alibi_slopes fp32 [num_heads] or None; logits_soft_cap > 0 caps the scaled scores;\n"
-    "sliding_window > 0 keeps the last sliding_window tokens. kv_cache_dtype 'auto' with k_scale / v_scale None\n"
+    "bytes, else ValueError. alibi_slopes fp32 [num_heads] or None; logits_soft_cap > 0 caps the scaled scores\n"
+    "(<= 0: off); sliding_window > 0 keeps the last sliding_window tokens (<= 0: off). kv_cache_dtype 'auto' with k_scale / v_scale None\n"
     "or 1.0, cu_query_lens / fp8_out_scale / q_scale None and mtp 1 (fp8 and multi-token decode: not yet).";
 
 constexpr const char* kPaAsmDoc =

@@ -423,17 +423,7 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     };
     // Orders a DLPack consumer on another stream after the work enqueued for the allocated outputs.
     auto record_ready = [&]() -> cudaError_t {
-        auto ev             = std::make_shared<ReadyEvent>();
-        ev->device          = device;
-        ev->producer_stream = normalize_stream(strm);
-        cudaError_t e       = cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(ev->event, stream);
-        if (e == cudaSuccess)
-            for (auto* buf : {&dq_buf, &dk_buf, &dv_buf, &d_buf})
-                if (*buf)
-                    (*buf)->ready = ev;
-        return e;
+        return mark_ready(device, strm, {&dq_buf, &dk_buf, &dv_buf, &d_buf});
     };
 
     // Stream work is planned with the GIL held (the kernel loader may raise) and enqueued without it.

@@ -443,6 +443,23 @@ struct DeviceStorage
     }
 };
 
+// Records on `strm` (the current device's) the event a DLPack consumer on another stream waits for, after the work
+// that fills the buffers was enqueued there, and hands it to each allocated (non-null) buffer.
+inline cudaError_t mark_ready(int device, uintptr_t strm, std::initializer_list<std::shared_ptr<DeviceStorage>*> bufs)
+{
+    auto ev             = std::make_shared<ReadyEvent>();
+    ev->device          = device;
+    ev->producer_stream = normalize_stream(strm);
+    cudaError_t e       = cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ev->event, reinterpret_cast<cudaStream_t>(strm));
+    if (e == cudaSuccess)
+        for (auto* buf : bufs)
+            if (*buf)
+                (*buf)->ready = ev;
+    return e;
+}
+
 // The Python-visible owner of a DeviceStorage.
 struct DeviceBuffer
 {
