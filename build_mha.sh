@@ -4,7 +4,8 @@
 # fwd builds mha_fwd, mha_fwd_splitkv and mha_batch_prefill; fwd_v3 / bwd_v3 (AITER's asm-only builds) build the
 # mha_fwd / mha_bwd instances. Extra compile.py options pass through MHA_COMPILE_ARGS, split as shell words without
 # glob expansion, e.g. MHA_COMPILE_ARGS="--preset ci --arch sm_90a" or MHA_COMPILE_ARGS="--filter '*bf16_d128*'".
-# The benchmarks get the library's archs (compile.py --print-gencode) unless MHA_BENCH_GENCODE is set.
+# The benchmarks are linked by compile.py's nvcc for the library's archs (compile.py --print-toolchain) unless
+# MHA_BENCH_GENCODE is set.
 # The executables carry an rpath of $ORIGIN and static cudart: they run from any working directory without
 # LD_LIBRARY_PATH as long as the .so files stay beside them. fwd.exe / bwd.exe are links for AITER's smoke scripts.
 set -euo pipefail
@@ -27,13 +28,11 @@ fi
 PYTHON=${PYTHON:-python3}
 "$PYTHON" "$SCRIPT_DIR/compile.py" ${COMPILE_API:+--api=$COMPILE_API} ${EXTRA[@]+"${EXTRA[@]}"}
 
-# the nvcc compile.py used (NVCC, CUDA_HOME, PATH, /usr/local/cuda)
-if [[ -n "${NVCC:-}" ]]; then :
-elif [[ -n "${CUDA_HOME:-}" && -x "$CUDA_HOME/bin/nvcc" ]]; then NVCC=$CUDA_HOME/bin/nvcc
-else NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-fi
-ARCH_FLAGS=${MHA_BENCH_GENCODE:-$("$PYTHON" "$SCRIPT_DIR/compile.py" ${COMPILE_API:+--api=$COMPILE_API} \
-                                   ${EXTRA[@]+"${EXTRA[@]}"} --print-gencode)}
+# the nvcc compile.py used and the library's archs
+TOOLCHAIN=$("$PYTHON" "$SCRIPT_DIR/compile.py" ${COMPILE_API:+--api=$COMPILE_API} ${EXTRA[@]+"${EXTRA[@]}"} \
+            --print-toolchain)
+NVCC=$(sed -n 1p <<< "$TOOLCHAIN")
+ARCH_FLAGS=${MHA_BENCH_GENCODE:-$(sed -n 2p <<< "$TOOLCHAIN")}
 COMMON=(-std=c++17 -O2 -I"$SCRIPT_DIR/include" -I"$SCRIPT_DIR/csrc" -I"$SCRIPT_DIR/benchmark" -cudart static
         -L. -Xlinker -rpath -Xlinker '$ORIGIN')
 

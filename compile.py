@@ -142,8 +142,9 @@ def parse_args(argv):
     ap.add_argument("--list", action="store_true", help="print the instances and the support table, build nothing")
     ap.add_argument("--build-dir", default=os.path.join(os.getcwd(), "build"), help="objects and generated sources")
     ap.add_argument("--no-python", action="store_true", help="skip the aiter_mha Python module")
-    ap.add_argument("--print-gencode", action="store_true", help="print the nvcc -gencode flags for host programs "
-                    "linking this build (the build's archs plus compute_80 PTX), build nothing; build_mha.sh uses it")
+    ap.add_argument("--print-toolchain", action="store_true", help="print the nvcc this build uses (first line) and "
+                    "the -gencode flags for host programs linking it (the build's archs plus compute_80 PTX), build "
+                    "nothing; build_mha.sh links the benchmarks with them")
     return ap.parse_args(argv)
 
 
@@ -199,8 +200,10 @@ def main(argv=None) -> int:
         apis, dtypes, hdims, variants, archs = resolve_selection(a)
         everything = gen.all_instances(archs)
         chosen = gen.select(everything, apis, dtypes, hdims, a.filter, variants)
-        if a.print_gencode:
-            print(" ".join([f"-gencode={gen.ARCHS[x][0]}" for x in archs] + ["-gencode=arch=compute_80,code=compute_80"]))
+        if a.print_toolchain:
+            print(find_nvcc())
+            ptx = "-gencode=arch=compute_80,code=compute_80"
+            print(" ".join([f"-gencode={gen.ARCHS[x][0]}" for x in archs] + [ptx]))
             return 0
         if a.list:
             print(f"instances: {len(chosen)} selected of {len(everything)} known")

@@ -121,10 +121,15 @@ def test_empty_selection_is_an_error(tmp_path, args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
-def test_print_gencode_follows_the_archs():
-    r = run_compile("--print-gencode", "--arch", "sm_80,sm_90a")
+def test_print_toolchain_names_nvcc_and_the_archs(tmp_path):
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\n")
+    nvcc.chmod(0o755)
+    r = run_compile("--print-toolchain", "--arch", "sm_80,sm_90a", env=dict(os.environ, NVCC=str(nvcc)))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a",
+    lines = r.stdout.splitlines()
+    assert lines[0] == str(nvcc)
+    assert lines[1].split() == ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a",
                                 "-gencode=arch=compute_80,code=compute_80"]
 
 
