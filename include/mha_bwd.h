@@ -2,6 +2,9 @@
 // Public backward API, source-compatible with AITER HEAD's csrc/include/mha_bwd.h (hipStream_t -> cudaStream_t):
 // aiter::mha_bwd_args with the workspace_alloc / pinned_host_alloc callbacks, and aiter::mha_bwd. Link libmha_bwd.so.
 // Same return contract as mha_fwd.h; aiter::mha_get_last_error() (declared there) gives the reason for a negative one.
+// The mask is the window alone: mha_fwd_args::sink_size (sink tokens) has no backward counterpart here or in AITER, so
+// the gradients of a forward with sink tokens under a finite window are not those of its mask. Sink logits
+// (sink_ptr / d_sink_ptr) are supported.
 
 #include "mha_fwd.h"
 
@@ -16,7 +19,7 @@ struct mha_bwd_args
     bool use_asm_v3;
     bool v3_atomic_fp32; // dq accumulation: fp32 atomics (1) or fp16/bf16 atomics (0)
     int v3_bf16_cvt;     // 0 RTNE, 1 RTNA, 2 RTZ
-    bool v3_api_check;
+    bool v3_api_check;   // as AITER HEAD's mha_bwd: no asm backward answers, so the ck backward runs (it launches)
 
     // traits
     int hdim_q;
@@ -26,8 +29,8 @@ struct mha_bwd_args
     int mask_type; // 0: no mask 1: top_left_causal 2: bottom_right_causal 3: window_generic
     int bias_type; // 0: no bias, 1: elementwise bias, 2: alibi
     bool has_dbias;
-    bool has_dropout;
-    bool is_store_randval;
+    bool has_dropout;    // must be p_drop > 0 (a p_drop > 0 without it is refused: AITER would skip the dropout)
+    bool is_store_randval; // must be false with dropout (the forward stores randval)
     bool is_deterministic;
 
     // pointers
@@ -38,7 +41,7 @@ struct mha_bwd_args
     const void* o_ptr;
     const void* lse_ptr;
     const void* do_ptr;
-    void* d_ptr; // fp32 [b, h, s_q] workspace for D = rowsum(dO * O)
+    void* d_ptr; // fp32 [b, h, s_q] workspace for D = rowsum(dO * O) * (1 - p_drop), as CK's (p_undrop)
     void* rand_val_ptr;
     void* dq_ptr;
     void* dk_ptr; // nhead_q heads; the caller reduces over the GQA group
@@ -107,7 +110,8 @@ struct mha_bwd_args
     float p_undrop;
     drop_seed_offset_t drop_seed_offset;
 
-    // per-call device workspace (dq accumulators); the library never cudaMallocs on its own
+    // per-call device workspace (dq accumulators); the library never cudaMallocs on its own (except, once per context,
+    // the L2 sweep buffer of a timed call with stream_config.flush_cache_)
     std::function<void*(size_t bytes, bool zero_init)> workspace_alloc;
     // required in group mode
     std::function<std::shared_ptr<void>(size_t bytes)> pinned_host_alloc;

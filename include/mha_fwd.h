@@ -4,7 +4,18 @@
 // aiter::mha_batch_prefill with their CK argument structs. Link libmha_fwd.so. Needs only the CUDA runtime headers.
 //
 // Return contract of every entry point: average ms when stream_config.time_kernel_ is set, 0 when not, and a negative
-// value when the call is invalid or unsupported; then nothing was launched and aiter::mha_get_last_error() says why.
+// value when the call is invalid or unsupported (then nothing was launched) or a launch failed; the thread-local
+// aiter::mha_get_last_error() says why. A CUDA error already pending when a call would launch (the context's sticky
+// error after an earlier kernel fault, say) is reported before anything is launched and left pending; a launch error
+// of the library's own is consumed, so it does not fail the next call. No exception crosses these functions except std::bad_alloc and
+// whatever a caller's callback (mha_bwd's workspace_alloc / pinned_host_alloc) throws.
+//
+// Limits, checked (each a negative return with its reason): batch and nhead_q in [1, 65535], nhead_q a multiple of
+// nhead_k; hdim_q / hdim_v multiples of 8 in [8, 256]; q, k, v, o 16-byte aligned with every stride a multiple of 8
+// elements and the last dimension contiguous; stride_k / stride_v below 2^24; scale_s (mha_bwd: scale) finite and > 0;
+// fp16 / bf16 only (qscale_type 0). mha_fwd_splitkv: batch x num_splits <= 65535. scale_p / scale_o are fp8
+// quantization scales, unused by fp16 / bf16 calls (as CK). When the mask_enum argument of mha_fwd_splitkv /
+// mha_batch_prefill and args.mask_type are both set, args.mask_type decides (the kernel's run-time mask, as CK).
 
 #include "ck_tile_compat.h"
 
@@ -23,7 +34,8 @@ using drop_seed_offset_t =
 //   same dtype as q, addressed bias_ptr + h*nhead_stride_bias + b*batch_stride_bias (group mode:
 //   seqstart_q[b]*stride_bias) + i*stride_bias + j) or + ALiBi (bias_type 2: fp32 slopes at
 //   bias_ptr[b*stride_bias + h]; value -slope*|i + sk - sq - j| with no mask or bottom-right windows,
-//   -slope*|i - j| with top-left windows, +slope*j with causal masks (left < 0, right == 0), as CK).
+//   -slope*|i - j| with top-left and window_generic windows, +slope*j with causal masks (left < 0, right == 0), as
+//   CK's make_alibi_from_lr_mask).
 //   Masks (FlashAttention form): diag = i + (bottom-right ? sk - sq : 0); j is visible iff j < sk and
 //   (left < 0 || j >= diag - left) and (right < 0 || j <= diag + right). mask_type 1 anchors top-left, 2 and 3 (CK's
 //   device treats window_generic's (left, right) as a bottom-right window) bottom-right.
@@ -45,7 +57,7 @@ using drop_seed_offset_t =
 struct mha_fwd_args
 {
     // aiter
-    bool use_asm_v3;     // try the asm (sm90a TMA + wgmma) family first
+    bool use_asm_v3;     // try the asm (sm90a TMA + wgmma) family first (no asm instance exists yet: ck runs)
     bool v3_api_check;   // only ask whether the asm family covers the call: 1 yes, -1 no; nothing launches
     int how_v3_bf16_cvt; // fp32->bf16 rounding of the asm family; accepted, NVIDIA kernels always round to nearest even
 
@@ -383,7 +395,8 @@ __attribute__((visibility("default"))) float mha_batch_prefill(mha_batch_prefill
 // logs; this library never prints on its own, so this is how a caller reads the reason.
 __attribute__((visibility("default"))) const char* mha_get_last_error();
 
-// The kernel that the last successful call on this thread launched (or would launch, for v3_api_check).
+// The kernel that the last call on this thread chose: launched, tried to launch (a call that failed after choosing
+// it), or would launch (v3_api_check). A call refused before choosing one leaves the previous name.
 __attribute__((visibility("default"))) const char* mha_get_last_kernel_name();
 
 } // namespace aiter

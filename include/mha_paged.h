@@ -18,8 +18,14 @@
 //               block_size]
 //   NHD:        K and V [num_blocks, block_size, num_kv_heads, head_size]
 //   asm V:      [num_blocks, num_kv_heads, block_size / x, head_size, x] (pa_fwd_asm only; K as HND)
-// The block and head strides are the caller's (a block stride of 0 aliases every block id to one block); NHD takes
-// head strides of head_size (tokens num_kv_heads x head_size apart).
+// The block and head strides are the caller's (a block stride of 0 aliases every block id to one block). NHD takes
+// head strides of head_size (tokens num_kv_heads x head_size apart) unless token strides are given: with them, `nhd`
+// reads any token-major cache whose tokens hold head_size contiguous elements, e.g. AITER's 4D "HND" of
+// paged_attention_v1_core, K and V [num_blocks, num_kv_heads, block_size, head_size] (token stride head_size, head
+// stride block_size x head_size).
+// Score of query head h and token t of a context of n tokens (paged_attention_v1, AITER's pa_v1 order):
+//   s = scale * q.k; s += alibi_slopes[h] * (t - n + 1); s = cap * tanh(s / cap) when logits_soft_cap > 0;
+// with a sliding window W > 0, only the tokens t >= n - W are seen (the others get no weight).
 
 #include "mha_fwd.h"
 
@@ -51,9 +57,11 @@ struct paged_attention_args
     int64_t q_stride_seq, q_stride_head, o_stride_seq, o_stride_head;
     int64_t k_stride_block, k_stride_head, v_stride_block, v_stride_head;
     float scale;                   // softmax scale applied to q.k
-    float logits_soft_cap;         // > 0: cap * tanh(s / cap) (after the scale)
+    float logits_soft_cap;         // > 0: cap * tanh(s / cap) (after the scale and ALiBi)
     int sliding_window;            // > 0: each query sees only the last sliding_window tokens
     bool nhd;                      // cache layout NHD instead of HND (paged_attention_v1 only)
+    int64_t k_stride_token = 0;    // nhd only: elements between a block's tokens, a multiple of 8; 0: num_kv_heads x
+    int64_t v_stride_token = 0;    // head_size (a packed NHD row). HND and pa_fwd_asm: must be 0
 };
 
 // Bytes paged_attention_v1 needs in `workspace`: 0 with one partition, else AITER's

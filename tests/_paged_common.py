@@ -19,9 +19,10 @@ def asm_v_shuffle(v4):
     return v4.view(b, h, d, bs // X, X).permute(0, 1, 3, 2, 4).contiguous()
 
 
-def reference(q, k5, v4, tables, lens, scale, alibi=None, softcap=0.0, window=0, block=16):
+def reference(q, k5, v4, tables, lens, scale, alibi=None, softcap=0.0, window=0, block=16, alibi_first=True):
     """float64 O [num_seqs, num_heads, d] from the HND caches (K [nb, hk, d/x, bs, x], V [nb, hk, d, bs]) via the
-    four-stage golden model (score modifiers applied to the raw scores before it)."""
+    four-stage golden model (score modifiers applied to the raw scores before it). alibi_first: AITER's pa_v1 order
+    (ALiBi inside the soft-cap); False adds it after the cap, for tests that must tell the two apart."""
     qn = q.float().cpu().numpy().astype(np.float64)
     kn, vn = k5.float().cpu().numpy(), v4.float().cpu().numpy()
     tn, ln = tables.cpu().numpy(), lens.cpu().numpy()
@@ -38,11 +39,15 @@ def reference(q, k5, v4, tables, lens, scale, alibi=None, softcap=0.0, window=0,
             vv = dg.gather_v_vllm(vn, tn[s], ctx, kvh).astype(np.float64)
             heads = range(kvh * (h // hk), (kvh + 1) * (h // hk))
             for hq in heads:
+                # AITER's pa_v1 order: scale, ALiBi, then the cap
                 sc = dg.qk_matmul(qn[s, hq][None], kk)[0] * scale
+                ali = 0.0 if al is None else al[hq] * (np.arange(ctx) - ctx + 1)
+                if alibi_first:
+                    sc = sc + ali
                 if softcap > 0:
                     sc = softcap * np.tanh(sc / softcap)
-                if al is not None:
-                    sc = sc + al[hq] * (np.arange(ctx) - ctx + 1)
+                if not alibi_first:
+                    sc = sc + ali
                 if window > 0:
                     sc[: max(0, ctx - window)] = -np.inf
                 # the golden model's stages over blocks of keys, on the modified scores (scale 1)

@@ -399,7 +399,20 @@ def test_paged_v1_argument_checks():
     with pytest.raises(ValueError, match="mtp = 2 is out of range"):
         v1(out, ws, q, k, v, tables, lens, mtp=2)
     with pytest.raises(ValueError, match="key_cache must be 5-D"):
-        v1(out, ws, q, k[..., 0], v, tables, lens)
+        v1(out, ws, q, k[..., 0, 0], v, tables, lens)
+    # 'HND' with 4-D caches is AITER's pa_v1 reading, [num_blocks, num_kv_heads, block_size, head_size]
+    with pytest.raises(ValueError, match=r"key_cache head_size \(dim 3\) is 16 but query's head_size is 128"):
+        v1(out, ws, q, np.ascontiguousarray(k[..., 0]), v, tables, lens)
+    k4 = np.ascontiguousarray(k.transpose(0, 1, 3, 2, 4).reshape(10, 2, 16, 128))
+    with pytest.raises(ValueError, match="value_cache must be 4-D"):
+        v1(out, ws, q, k4, v[..., None], tables, lens)
+    with pytest.raises(ValueError, match=r"value_cache block_size \(dim 2\) is 8 but key_cache's block_size is 16"):
+        v1(out, ws, q, k4, k4[:, :, :8], tables, lens)
+    with pytest.raises(ValueError, match="token stride of 0"):
+        v1(out, ws, q, np.lib.stride_tricks.as_strided(k4, strides=k4.strides[:2] + (0, k4.strides[3])), k4, tables,
+           lens)
+    with pytest.raises(ValueError, match="query is on cpu"):
+        v1(out, ws, q, k4, k4, tables, lens)
     with pytest.raises(ValueError, match=r"value_cache block_size \(dim 3\) is 8 but key_cache's block_size is 16"):
         v1(out, ws, q, k, v[..., :8], tables, lens)
     with pytest.raises(ValueError, match="context_lens"):

@@ -91,6 +91,25 @@ def test_composition_equals_plain_attention(n, block):
         assert not o[0].any() and lse[0] == -np.inf
 
 
+@pytest.mark.parametrize("block", [4, 16])
+def test_composition_with_leading_masked_blocks(block):
+    # rows whose first blocks are fully masked (a sliding window, a row that sees only the tail) and later ones
+    # visible: the first online_update sees max -inf and sum 0, and the later blocks must still give plain attention;
+    # large logits too (scaled x400), where an unstable update overflows
+    rng = np.random.default_rng(block)
+    m, n, d, dv = 5, 40, 16, 8
+    q, k, v = rand(rng, m, d), rand(rng, n, d), rand(rng, n, dv)
+    mask = np.zeros((m, n), bool)
+    for i, lo in enumerate((block, 2 * block + 1, n - 1, 0, n - block)):
+        mask[i, lo:] = True
+    for scale in (0.125, 50.0):
+        o, lse = dg.decode_attention(q, k, v, scale, block, mask)
+        ref_o, ref_lse = dg.plain_attention(q, k, v, scale, mask)
+        assert np.isfinite(o).all() and np.isfinite(lse).all()
+        np.testing.assert_allclose(o, ref_o, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(lse, ref_lse, rtol=1e-12)
+
+
 def test_paged_gathers_roundtrip():
     rng = np.random.default_rng(3)
     nb, hk, d, bs, x = 11, 2, 16, 16, 8

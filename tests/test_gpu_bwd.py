@@ -59,12 +59,14 @@ class Feat:
 
 
 def alibi_mode(mask_type, left, right):
-    """CK's ALiBi position: 0 -|i + sk - sq - j| (no mask, bottom-right), 1 -|i - j| (top-left), 2 +j (causal)."""
+    """CK's ALiBi position: 0 -|i + sk - sq - j| (no mask, bottom-right windows), 1 -|i - j| (top-left and
+    window_generic windows: CK's make_alibi_from_lr_mask casts mask type 3 to an AlibiMode without the bottom-right
+    shift), 2 +j (causal)."""
     if mask_type == 0:
         return 0
     if left < 0 and right == 0:
         return 2
-    return 1 if mask_type == 1 else 0
+    return 0 if mask_type == 2 else 1
 
 
 def visible(sq, sk, mask_type, left, right):
@@ -154,11 +156,13 @@ def assert_bar(got, ref, naive, what):
         f"{what}: max|ours - ref| = {err:.3e} > 2 * max|naive - ref| + 1e-5 = {2 * naive_err + 1e-5:.3e}")
 
 
-def assert_softmax_d(d, dout, out, what):
-    """D = rowsum(dout * out) in fp32, [b, h, sq] (out / dout [b, sq, h, dv])."""
-    ref = (dout.float() * out.float()).sum(-1).transpose(1, 2)
+def assert_softmax_d(d, dout, out, what, p_drop=0.0):
+    """D = rowsum(dout * out) * (1 - p_drop) in fp32 (CK's softmax_d, scaled by p_undrop), [b, h, sq] (out / dout
+    [b, sq, h, dv])."""
+    ref = (dout.float() * out.float()).sum(-1).transpose(1, 2) * (1.0 - p_drop)
     err = (d.float() - ref).abs()
-    assert (err <= D_REL_TOL * (1 + ref.abs())).all(), f"{what}: max|softmax_d - rowsum(dout * out)| = {err.max():.3e}"
+    assert (err <= D_REL_TOL * (1 + ref.abs())).all(), (
+        f"{what}: max|softmax_d - rowsum(dout * out) * (1 - p_drop)| = {err.max():.3e}")
 
 
 def call(fn, *args, **kw):
@@ -239,7 +243,7 @@ def run_batch(q, k, v, dout, f, what, preallocated=True, want_dbias=True, determ
         assert_bar(dbias, ref[3], naive[3], f"{what}: dbias {tuple(dbias.shape)}")
     if d_sink is not None:
         assert_bar(d_sink, ref[4], naive[4], f"{what}: d_sink")
-    assert_softmax_d(d, dout, out, what)
+    assert_softmax_d(d, dout, out, what, f.p_drop)
     return dq, dk, dv
 
 
@@ -509,13 +513,13 @@ class Varlen:
         torch.cuda.synchronize()
         ref = self.reference(f, keep, torch.float32)
         naive = self.reference(f, keep, self.dtype)
-        self.check_rows(dq, dk, dvv, d, out, ref, naive, what, zero_tensors)
+        self.check_rows(dq, dk, dvv, d, out, ref, naive, what, zero_tensors, f.p_drop)
         if dbias is not None:
             assert_bar(dbias, ref[3], naive[3], f"{what}: dbias {tuple(dbias.shape)}")
         if d_sink is not None:
             assert_bar(d_sink, ref[4], naive[4], f"{what}: d_sink")
 
-    def check_rows(self, dq, dk, dv, d, out, ref, naive, what, zero_tensors):
+    def check_rows(self, dq, dk, dv, d, out, ref, naive, what, zero_tensors, p_drop=0.0):
         """Logical rows against the reference; rows outside them untouched (NaN), or 0 where documented."""
         q_rows = torch.zeros(self.total_q, dtype=torch.bool, device=DEV)
         k_rows = torch.zeros(self.total_k, dtype=torch.bool, device=DEV)
@@ -535,7 +539,7 @@ class Varlen:
             if lq:
                 q0 = self.start_q[i]
                 assert_softmax_d(d[:, q0:q0 + lq][None], self.do[q0:q0 + lq][None], out[q0:q0 + lq][None],
-                                 f"{what} seq {i}")
+                                 f"{what} seq {i}", p_drop)
         assert (d[:, ~q_rows] == 0).all(), f"{what}: softmax_d is not 0 outside the sequences"
 
 

@@ -48,12 +48,14 @@ class Feat:
 
 
 def alibi_mode(mask_type, left, right):
-    """CK's ALiBi position: 0 -|i + sk - sq - j| (no mask, bottom-right), 1 -|i - j| (top-left), 2 +j (causal)."""
+    """CK's ALiBi position: 0 -|i + sk - sq - j| (no mask, bottom-right windows), 1 -|i - j| (top-left and
+    window_generic windows: CK's make_alibi_from_lr_mask casts mask type 3 to an AlibiMode without the bottom-right
+    shift), 2 +j (causal)."""
     if mask_type == 0:
         return 0
     if left < 0 and right == 0:
         return 2
-    return 1 if mask_type == 1 else 0
+    return 0 if mask_type == 2 else 1
 
 
 def visible(sq, sk, mask_type, left, right, sink_size=0, device=DEV):

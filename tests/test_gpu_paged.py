@@ -1,7 +1,8 @@
 """GPU tests of the two paged-attention decode implementations (aiter_mha.paged_attention_v1_core, the generic one,
 and aiter_mha.pa_fwd_asm, the tuned one) against the float64 four-stage golden model (csrc/reference/decode_golden.py):
-both cache layouts, head sizes 64-256, GQA groups up to 32, partitions through the workspace, ALiBi, soft-cap,
-sliding window, empty contexts, and the errors for a too-small workspace or an unsupported shape.
+both cache layouts (and AITER's 4-D HND, NHD with padded heads or a slice of a fused cache's heads), head sizes
+64-256, GQA groups up to 32, partitions through the workspace, ALiBi (inside the soft-cap, as AITER's pa_v1),
+soft-cap, sliding window, empty contexts, and the errors for a too-small workspace or an unsupported shape.
 Fresh random inputs, NaN-poisoned outputs. Skipped without torch.cuda or the built module.
 Throughput: scripts/paged_bench.py."""
 import math
@@ -95,6 +96,49 @@ def test_v1_merged_and_clustered_partitions(seqs, head, block, heads, kv, ctx, p
     out = run_v1(q, k5, v4, tables, lens, ctx, head ** -0.5, layout, partition, alibi=alibi, window=window)
     ref = reference(q, k5, v4, tables, lens, head ** -0.5, alibi=alibi, window=window)
     assert max_err(out, ref) < TOL[dtype]
+
+
+def test_v1_alibi_is_added_before_the_soft_cap():
+    # AITER's pa_v1: cap * tanh((scale * q.k + alibi) / cap); a small cap and steep slopes make the two orders differ
+    q, k5, v4, tables, lens = make_case(61, 3, 8, 2, 128, 16, 400, torch.bfloat16)
+    alibi = torch.linspace(0.05, 0.4, 8, device=DEV).float()
+    out = run_v1(q, k5, v4, tables, lens, 400, 128 ** -0.5, alibi=alibi, softcap=2.0)
+    assert max_err(out, reference(q, k5, v4, tables, lens, 128 ** -0.5, alibi=alibi, softcap=2.0)) < TOL[torch.bfloat16]
+    # the other order (cap, then ALiBi: the MHA kernels') is far from it, so the check above tells them apart
+    other = reference(q, k5, v4, tables, lens, 128 ** -0.5, alibi=alibi, softcap=2.0, alibi_first=False)
+    assert max_err(out, other) > 5 * TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("kind", ["HND4", "NHD padded", "NHD head slice"])
+def test_v1_token_major_caches_with_their_strides(kind):
+    # AITER's pa_v1 reads 'HND' 4-D caches as K and V [num_blocks, num_kv_heads, block_size, head_size]; NHD views
+    # with padded heads (NaN pads) or a slice of a fused cache's heads take their own token strides
+    q, k5, v4, tables, lens = make_case(71, 4, 16, 4, 128, 16, 900, torch.bfloat16)
+    nb, hk, dx, bs, x = k5.shape
+    d = dx * x
+    k_thd = k5.permute(0, 1, 3, 2, 4).reshape(nb, hk, bs, d)  # [nb, hk, bs, d]
+    v_thd = v4.permute(0, 1, 3, 2)
+    if kind == "HND4":
+        k, v, layout = k_thd.contiguous(), v_thd.contiguous(), "HND"
+    elif kind == "NHD padded":
+        k = torch.full((nb, bs, hk, d + 8), float("nan"), dtype=q.dtype, device=DEV)[..., :d]
+        v = torch.full((nb, bs, hk, d + 8), float("nan"), dtype=q.dtype, device=DEV)[..., :d]
+        k.copy_(k_thd.permute(0, 2, 1, 3)), v.copy_(v_thd.permute(0, 2, 1, 3))
+        layout = "NHD"
+    else:
+        k = torch.full((nb, bs, 3 * hk, d), float("nan"), dtype=q.dtype, device=DEV)[:, :, hk:2 * hk]
+        v = torch.full((nb, bs, 3 * hk, d), float("nan"), dtype=q.dtype, device=DEV)[:, :, 2 * hk:]
+        k.copy_(k_thd.permute(0, 2, 1, 3)), v.copy_(v_thd.permute(0, 2, 1, 3))
+        layout = "NHD"
+    assert not k.is_contiguous() or kind == "HND4"
+    out = torch.full_like(q, float("nan"))
+    ws = torch.empty(workspace_bytes(4, 16, 128, 900, 256), dtype=torch.uint8, device=DEV)
+    alibi = (torch.rand(16, device=DEV) * 0.1).float()
+    aiter_mha.paged_attention_v1_core(out, ws, q, k, v, 128 ** -0.5, tables, None, lens, 900, alibi, "auto", layout,
+                                      30.0, None, None, partition_size=256, sliding_window=500)
+    torch.cuda.synchronize()
+    ref = reference(q, k5, v4, tables, lens, 128 ** -0.5, alibi=alibi, softcap=30.0, window=500)
+    assert max_err(out, ref) < TOL[torch.bfloat16]
 
 
 def test_v1_nonpositive_softcap_and_window_are_off():

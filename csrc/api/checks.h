@@ -4,6 +4,7 @@
 
 #include "launch.h"
 #include "registry.h"
+#include "strides.h"
 
 #include <algorithm>
 #include <array>
@@ -22,55 +23,6 @@ constexpr int kVecElems  = 8;     // 16-byte vector of fp16/bf16: cp.async rows 
 constexpr int kMaxSeqlen = 2147483647 - 4095;
 // Group mode: the largest window on the side whose reach depends on the batches' key counts (mask_params)
 constexpr int kMaxGroupWindow = 1 << 30;
-
-inline std::string str(long long v) { return std::to_string(v); }
-
-inline bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; }
-
-// Whether two elements of a strided tensor ({extent, stride} per dimension, strides >= 0) may share an address:
-// the dimensions of extent > 1, by increasing stride, must each step past everything the ones before span. Every
-// dense layout passes, in any dimension order; a zero stride over an extent > 1 fails; an empty tensor (an extent 0)
-// has nothing to overlap. No allocation (per call).
-inline bool strides_overlap(std::array<std::pair<int64_t, int64_t>, 5> dims)
-{
-    for (const auto& d : dims)
-        if (d.first <= 0)
-            return false;
-    std::sort(dims.begin(), dims.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
-    int64_t span = 1; // one past the largest offset of the dimensions so far
-    for (const auto& [n, stride] : dims)
-    {
-        if (n <= 1)
-            continue;
-        if (stride < span)
-            return true;
-        span += stride * (n - 1);
-    }
-    return false;
-}
-
-// An output [splits, batch, rows, heads, cols] with unit column stride (splits: the split-KV partials' outer
-// dimension, {extent, stride}; 1 elsewhere): "" when its strides give every element its own address, else the
-// reason. Group mode: rows are physical and their count device data (max_seqlen_q may over-estimate it), so only
-// heads against columns (and splits) are checked, and the batch stride is unused; with no rows at all (max_seqlen
-// 0: every sequence empty) nothing is written.
-inline std::string overlapping_output(const char* t, int64_t batch, int64_t rows, int64_t heads, int64_t cols,
-                                      int64_t row_stride, int64_t head_stride, int64_t batch_stride, bool group,
-                                      std::pair<int64_t, int64_t> splits = {1, 0})
-{
-    using Dim = std::pair<int64_t, int64_t>;
-    if (group)
-        rows = std::min<int64_t>(rows, 1);
-    if (!strides_overlap(std::array<Dim, 5>{Dim{cols, 1}, Dim{rows, row_stride}, Dim{heads, head_stride},
-                                            Dim{group ? 1 : batch, batch_stride}, splits}))
-        return "";
-    return std::string(t) + " strides overlap: " + str(rows) + " rows x " + str(heads) + " heads x " + str(cols) +
-           " columns" + (group ? "" : " x " + str(batch) + " batches") +
-           (splits.first > 1 ? " x " + str(splits.first) + " splits" : "") + " at row / head / batch" +
-           (splits.first > 1 ? " / split" : "") + " strides " + str(row_stride) + " / " + str(head_stride) + " / " +
-           str(batch_stride) + (splits.first > 1 ? " / " + str(splits.second) : "") +
-           " would write some elements twice (a race)";
-}
 
 // seqstart / seqlen / cu_seqlen pointers and lengths of batch or group mode: a reason string, or "" when valid.
 template <typename Args>
@@ -242,14 +194,16 @@ void fill_bias_and_dropout(ScoreModParams& m, DropoutParams& d, const Args& a)
         m.alibi_slopes = static_cast<const float*>(a.bias_ptr);
         m.alibi_batch_stride = a.stride_bias;
         const bool causal = a.window_size_left < 0 && a.window_size_right == 0;
-        m.alibi_mode = a.mask_type == 0 ? 0 : causal ? 2 : a.mask_type == 1 ? 1 : 0;
+        // CK's make_alibi_from_lr_mask: causal -> vertical; else AlibiMode(mask_type), where window_generic (3)
+        // is neither vertical nor bottom-right, so it measures from the top-left diagonal like mask_type 1
+        m.alibi_mode = a.mask_type == 0 ? 0 : causal ? 2 : a.mask_type == 2 ? 0 : 1;
     }
     if (a.p_drop > 0.f)
     {
         const float keep = 1.f - a.p_drop;
         d.enabled = true;
         d.keep_threshold = static_cast<uint8_t>(std::floor(keep * 255.f));
-        d.rp_keep = 1.f / keep;
+        d.rp_keep = 1.f / keep, d.p_keep = keep;
         if (auto* v = std::get_if<std::pair<uint64_t, uint64_t>>(&a.drop_seed_offset))
             d.seed = v->first, d.offset = v->second;
         else if (auto* ptrs = std::get_if<std::pair<const void*, const void*>>(&a.drop_seed_offset))
@@ -268,7 +222,10 @@ inline std::string current_cc(int& cc)
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (err != cudaSuccess)
+    {
+        (void)cudaGetLastError(); // ours: not to be reported again by the next call
         return cuda_error_reason("no usable CUDA device", err);
+    }
     cc = major * 10 + minor;
     return "";
 }
@@ -278,8 +235,15 @@ inline std::string current_cc(int& cc)
 inline std::string smem_unfit(const char* name, const int* bytes)
 {
     int dev = 0, optin = 0;
-    if (bytes == nullptr || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess || *bytes <= optin)
+    if (bytes == nullptr)
+        return "";
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    {
+        (void)cudaGetLastError(); // unknown: the launch will tell; our failed query is not a pending error
+        return "";
+    }
+    if (*bytes <= optin)
         return "";
     return std::string(name) + " needs " + str(*bytes) + " bytes of shared memory per block but this GPU allows " +
            str(optin);

@@ -50,7 +50,6 @@ struct SweepBuffer
     uint4* buf  = nullptr;
     size_t n    = 0; // 16-byte words
     int sms     = 0;
-    cudaError_t err = cudaSuccess;
 };
 
 } // namespace
@@ -73,25 +72,26 @@ cudaError_t flush_l2(cudaStream_t stream)
         std::lock_guard<std::mutex> lock(mu);
         SweepBuffer& b = buffers[{dev, ctx}];
         bp = &b;
-        if (b.buf == nullptr && b.err == cudaSuccess)
+        if (b.buf == nullptr) // a failed allocation is tried again by the next timed pass (memory may have freed up)
         {
             int l2 = 0;
-            b.err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
-            if (b.err == cudaSuccess)
-                b.err = cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, dev);
+            cudaError_t err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+            if (err == cudaSuccess)
+                err = cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, dev);
             const size_t bytes = 4 * size_t(l2 > 0 ? l2 : 64 << 20) + 16;
             void* p = nullptr;
-            if (b.err == cudaSuccess)
-                b.err = cudaMalloc(&p, bytes);
-            if (b.err == cudaSuccess)
-                b.err = cudaMemset(p, 0, bytes); // the last word is the sink
-            if (b.err == cudaSuccess)
-                b.buf = static_cast<uint4*>(p), b.n = bytes / 16 - 1;
-            else if (p != nullptr)
-                cudaFree(p);
+            if (err == cudaSuccess)
+                err = cudaMalloc(&p, bytes);
+            if (err == cudaSuccess)
+                err = cudaMemset(p, 0, bytes); // the last word is the sink
+            if (err != cudaSuccess)
+            {
+                if (p != nullptr)
+                    cudaFree(p);
+                return err;
+            }
+            b.buf = static_cast<uint4*>(p), b.n = bytes / 16 - 1;
         }
-        if (b.err != cudaSuccess)
-            return b.err;
     }
     const SweepBuffer& b = *bp; // std::map entries stay where they are
     l2_sweep_kernel<<<b.sms * 4, 512, 0, stream>>>(b.buf, b.n, reinterpret_cast<uint32_t*>(b.buf + b.n));

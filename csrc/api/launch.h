@@ -4,6 +4,11 @@
 // is_gpu_timer_ is false) and return the average ms per pass. With flush_cache_ every timed pass follows an L2
 // sweep (l2_flush.cu) and is timed alone, so the passes read their inputs from DRAM (CK flushes the instruction cache
 // and rotates input copies for the same purpose). A CUDA error anywhere returns -1 with its reason.
+// The launchers read their launch errors with cudaGetLastError, which also returns an error left pending by earlier
+// work on this thread: in the library's own CUDA runtime (cudart is linked statically) an earlier failure of ours, and
+// in any runtime the context's sticky error after a kernel fault, whoever launched it. So a pending error is refused
+// before anything is launched (and left pending), and an error of ours is consumed before returning, so that it is
+// not reported again by the next call.
 
 #include "ck_tile_compat.h"
 #include "error.h"
@@ -25,10 +30,21 @@ inline std::string cuda_error_reason(const char* what, cudaError_t err)
 // then holds the stream 100 us so that the next pass is queued before its start event.
 cudaError_t flush_l2(cudaStream_t stream);
 
+// -1 with the reason, after consuming the thread's last error (ours: a launch or runtime call of this pass failed)
+inline float fail_cuda(const char* name, cudaError_t err)
+{
+    (void)cudaGetLastError();
+    return fail(cuda_error_reason(name, err));
+}
+
 // `pass` launches one pass of the operation (possibly several kernels) and returns the launch error.
 template <typename Pass>
 float launch_and_time(const ck_tile::stream_config& s, const char* name, Pass&& pass)
 {
+    if (const cudaError_t pending = cudaPeekAtLastError(); pending != cudaSuccess)
+        return fail(std::string(name) + ": nothing launched: a CUDA error from earlier work is pending on this thread: " +
+                    cudaGetErrorName(pending) + " (" + cudaGetErrorString(pending) +
+                    "); cudaGetLastError() clears it unless the context is unusable");
     if (s.log_level_ > 0)
     {
         std::printf(", %s", name);
@@ -37,11 +53,11 @@ float launch_and_time(const ck_tile::stream_config& s, const char* name, Pass&& 
     if (!s.time_kernel_)
     {
         const cudaError_t err = pass();
-        return err == cudaSuccess ? 0.f : fail(cuda_error_reason(name, err));
+        return err == cudaSuccess ? 0.f : fail_cuda(name, err);
     }
     for (int i = 0; i < s.cold_niters_; ++i)
         if (cudaError_t err = pass(); err != cudaSuccess)
-            return fail(cuda_error_reason(name, err));
+            return fail_cuda(name, err);
     const int n = s.nrepeat_ > 0 ? s.nrepeat_ : 1;
     if (s.flush_cache_)
     {
@@ -81,13 +97,18 @@ float launch_and_time(const ck_tile::stream_config& s, const char* name, Pass&& 
         for (auto& e : ev)
             if (e != nullptr)
                 cudaEventDestroy(e);
-        return err == cudaSuccess ? float(total / n) : fail(cuda_error_reason(name, err));
+        return err == cudaSuccess ? float(total / n) : fail_cuda(name, err);
     }
     if (s.is_gpu_timer_)
     {
         cudaEvent_t start, stop;
-        if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess)
-            return fail("cudaEventCreate failed");
+        if (cudaError_t err = cudaEventCreate(&start); err != cudaSuccess)
+            return fail_cuda("cudaEventCreate", err);
+        if (cudaError_t err = cudaEventCreate(&stop); err != cudaSuccess)
+        {
+            cudaEventDestroy(start);
+            return fail_cuda("cudaEventCreate", err);
+        }
         cudaError_t err = cudaEventRecord(start, s.stream_id_);
         for (int i = 0; i < n && err == cudaSuccess; ++i)
             err = pass();
@@ -100,7 +121,7 @@ float launch_and_time(const ck_tile::stream_config& s, const char* name, Pass&& 
             err = cudaEventElapsedTime(&ms, start, stop);
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
-        return err == cudaSuccess ? ms / n : fail(cuda_error_reason(name, err));
+        return err == cudaSuccess ? ms / n : fail_cuda(name, err);
     }
     cudaError_t err = cudaStreamSynchronize(s.stream_id_);
     const auto t0   = std::chrono::steady_clock::now();
@@ -110,7 +131,7 @@ float launch_and_time(const ck_tile::stream_config& s, const char* name, Pass&& 
         err = cudaStreamSynchronize(s.stream_id_);
     const auto t1 = std::chrono::steady_clock::now();
     return err == cudaSuccess ? std::chrono::duration<float, std::milli>(t1 - t0).count() / n
-                              : fail(cuda_error_reason(name, err));
+                              : fail_cuda(name, err);
 }
 
 } // namespace mha

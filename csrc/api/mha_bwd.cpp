@@ -34,6 +34,8 @@ std::string invalid_features(const aiter::mha_bwd_args& a)
         if (a.stride_dbias < 0 || a.nhead_stride_dbias < 0 || a.batch_stride_dbias < 0)
             return "stride_dbias, nhead_stride_dbias and batch_stride_dbias must be >= 0";
     }
+    if (a.p_drop > 0.f && !a.has_dropout) // AITER picks its kernel by has_dropout and would run without dropout
+        return "p_drop is " + std::to_string(a.p_drop) + " but has_dropout is false; set has_dropout = p_drop > 0";
     if (has_dropout(a))
     {
         if (a.is_store_randval)

@@ -1,7 +1,8 @@
 #pragma once
 // The ck backward pass: three kernels (four with sink-logit gradients), launched in order on one stream
 // (bwd_launch.cuh).
-//  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row; then bwd_sink_grad when d_sink is asked for.
+//  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row, stored times 1 - p_drop (CK's softmax_d); then
+//     bwd_sink_grad when d_sink is asked for.
 //  2. bwd_kernel: one CTA per (key block, query head, batch). K and V stay in shared memory; for every query block
 //     that sees the keys it recomputes P = exp(S - LSE) from Q, gets dP = dO V^T, dS = P (dP - D), and accumulates
 //     dV += P^T dO and dK += dS^T Q in registers; dQ = dS K goes to an fp32 accumulator with vector reductions
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(128) bwd_dot_do_o(const __grid_constant__ BwdP
     {
         const int64_t off = (p.seq.is_group ? 0 : b * p.lse_batch_stride) + h * p.lse_head_stride +
                             (p.seq.is_group ? seq.q_row0 + row : row);
-        p.dsum[off] = acc;
+        p.dsum[off] = acc * p.drop.p_keep; // CK's D: rowsum(dO * O) times p_undrop (1 without dropout)
     }
 }
 
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) bwd_sink_grad(const __grid_constant_
                                 (p.seq.is_group ? seq.q_row0 + i : i);
             const float lse = p.lse[off];
             if (lse != -INFINITY)
-                acc -= __expf(sink - lse) * p.dsum[off];
+                acc -= __expf(sink - lse) * p.dsum[off] * p.drop.rp_keep; // D stored times p_keep
         }
     }
     __shared__ float part[kThreads];
@@ -567,6 +568,8 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 const int r   = get<0>(tScS(make_coord(make_coord(0, slot % 2), slot / 2, 0)));
                 row_lse2[slot] = Kt::kAsyncStats ? lse[r] * kLog2e : lse[r];
                 row_dsum[slot] = lse[kBlockM + r];
+                if constexpr (Kt::kDropout) // D is stored times p_keep (CK's softmax_d)
+                    row_dsum[slot] *= p.drop.rp_keep;
             }
         }
 

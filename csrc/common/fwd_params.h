@@ -68,6 +68,7 @@ struct DropoutParams
     bool enabled = false;
     uint8_t keep_threshold = 255;
     float rp_keep = 1.f;                 // 1 / (1 - p_drop)
+    float p_keep = 1.f;                  // 1 - p_drop: the backward's D = rowsum(dO * O) is stored times it, as CK's
     uint64_t seed = 0, offset = 0;
     const uint64_t* seed_ptr = nullptr;  // device values override seed / offset when set
     const uint64_t* offset_ptr = nullptr;

@@ -10,6 +10,7 @@
 
 #include "../api/error.h"
 #include "../api/launch.h"
+#include "../api/strides.h"
 #include "../common/func_attr.h"
 #include "../common/mbarrier.h"
 #include "../common/mma_sync.h"
@@ -72,11 +73,12 @@ __device__ __forceinline__ float to_f(T x)
 
 __device__ __forceinline__ float score_mod(float s, const Params& p, int head, int token, int ctx)
 {
+    // AITER's pa_v1 order: scale, ALiBi (vLLM's slope * (token position - last position)), then the cap
     s *= p.scale;
+    if (p.alibi != nullptr)
+        s += p.alibi[head] * float(token - ctx + 1);
     if (p.softcap > 0.f)
         s = p.softcap * tanhf(s / p.softcap);
-    if (p.alibi != nullptr)
-        s += p.alibi[head] * float(token - ctx + 1); // vLLM: slope * (token position - last position)
     return s;
 }
 
@@ -963,10 +965,6 @@ __global__ void __launch_bounds__(kAsmThreads) pa_asm_kernel(const __grid_consta
 // ---------------------------------------------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------------------------------------------
-std::string str(long long v) { return std::to_string(v); }
-
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 // The largest divisor of the GQA ratio that fits one CTA.
 int group_of(int ratio)
 {
@@ -1001,12 +999,14 @@ std::string check_common(const aiter::paged_attention_args& a)
     if (!aligned(a.block_tables, 4) || !aligned(a.context_lens, 4))
         return "block_tables and context_lens must be 4-byte aligned int32 arrays";
     for (int64_t s : {a.q_stride_seq, a.q_stride_head, a.o_stride_seq, a.o_stride_head, a.k_stride_block,
-                      a.k_stride_head, a.v_stride_block, a.v_stride_head})
+                      a.k_stride_head, a.v_stride_block, a.v_stride_head, a.k_stride_token, a.v_stride_token})
         if (s < 0 || s % kX != 0)
             return "strides must be non-negative multiples of 8 elements";
     if (!(a.scale > 0.f) || std::isinf(a.scale) || !(a.logits_soft_cap >= 0.f) || std::isinf(a.logits_soft_cap))
         return "scale must be finite and > 0, logits_soft_cap finite and >= 0";
-    return "";
+    // out [num_seqs, num_heads, head_size]: heads or sequences sharing addresses would race
+    return overlapping_output("out", 1, a.num_seqs, a.num_heads, a.head_size, a.o_stride_seq, a.o_stride_head, 0,
+                              false);
 }
 
 Params make_params(const aiter::paged_attention_args& a)
@@ -1020,11 +1020,11 @@ Params make_params(const aiter::paged_attention_args& a)
     p.max_ctx = int(std::min<int64_t>(INT_MAX - kMaxPartition, int64_t(a.block_size) * a.block_tables_stride));
     p.q_seq = a.q_stride_seq, p.q_head = a.q_stride_head, p.o_seq = a.o_stride_seq, p.o_head = a.o_stride_head;
     p.k_block = a.k_stride_block, p.k_head = a.k_stride_head, p.v_block = a.v_stride_block, p.v_head = a.v_stride_head;
-    const int64_t tok_nhd = int64_t(a.num_kv_heads) * a.head_size;
+    const int64_t tok_nhd = int64_t(a.num_kv_heads) * a.head_size; // a packed NHD row
     p.k_chunk = a.nhd ? kX : int64_t(a.block_size) * kX;
-    p.k_token = a.nhd ? tok_nhd : kX;
+    p.k_token = a.nhd ? (a.k_stride_token > 0 ? a.k_stride_token : tok_nhd) : kX;
     p.v_dim   = a.nhd ? 1 : a.block_size;
-    p.v_token = a.nhd ? tok_nhd : 1;
+    p.v_token = a.nhd ? (a.v_stride_token > 0 ? a.v_stride_token : tok_nhd) : 1;
     p.scale = a.scale, p.softcap = a.logits_soft_cap, p.sliding_window = a.sliding_window;
     p.token_end = INT_MAX;
     return p;
@@ -1335,6 +1335,7 @@ int64_t paged_attention_workspace_bytes(int num_seqs, int num_heads, int head_si
 float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_config& s)
 {
     using namespace mha::paged;
+    using mha::aligned, mha::str;
     mha_set_last_error("");
     const std::string who = "paged_attention_v1: invalid argument: ";
     if (std::string why = check_common(a); !why.empty())
@@ -1344,11 +1345,16 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
                          str(a.partition_size));
     if (!a.nhd && a.block_size % kX != 0)
         return mha::fail(who + "the HND layout needs block_size to be a multiple of 8, got " + str(a.block_size));
-    // NHD rows are tokens of num_kv_heads x head_size contiguous elements: a padded head stride has no token stride
-    // to go with it
-    if (a.nhd && a.num_kv_heads > 1 && (a.k_stride_head != a.head_size || a.v_stride_head != a.head_size))
-        return mha::fail(who + "the NHD layout needs k_stride_head and v_stride_head equal to head_size (" +
-                         str(a.head_size) + "), got " + str(a.k_stride_head) + " and " + str(a.v_stride_head));
+    // Without token strides, NHD rows are tokens of num_kv_heads x head_size contiguous elements: a padded head stride
+    // has no token stride to go with it
+    if (a.nhd && a.num_kv_heads > 1 && ((a.k_stride_token == 0 && a.k_stride_head != a.head_size) ||
+                                        (a.v_stride_token == 0 && a.v_stride_head != a.head_size)))
+        return mha::fail(who + "the NHD layout without k_stride_token / v_stride_token needs k_stride_head and "
+                         "v_stride_head equal to head_size (" + str(a.head_size) + "), got " + str(a.k_stride_head) +
+                         " and " + str(a.v_stride_head));
+    if (!a.nhd && (a.k_stride_token != 0 || a.v_stride_token != 0))
+        return mha::fail(who + "k_stride_token / v_stride_token are for token-major caches (nhd = true); the HND "
+                         "layout's token strides are fixed");
     if (a.alibi_slopes != nullptr && !aligned(a.alibi_slopes, 4))
         return mha::fail(who + "alibi_slopes must be 4-byte aligned fp32");
     const int elem = 2;
@@ -1409,6 +1415,7 @@ float paged_attention_v1(const paged_attention_args& a, const ck_tile::stream_co
 float pa_fwd_asm(const paged_attention_args& a, const ck_tile::stream_config& s)
 {
     using namespace mha::paged;
+    using mha::aligned, mha::str;
     mha_set_last_error("");
     const std::string who = "pa_fwd_asm: invalid argument: ";
     if (std::string why = check_common(a); !why.empty())
@@ -1417,7 +1424,8 @@ float pa_fwd_asm(const paged_attention_args& a, const ck_tile::stream_config& s)
         return mha::fail("pa_fwd_asm: ASM PA only supports head_size=128, got " + str(a.head_size));
     if (a.block_size != kAsmBlock)
         return mha::fail("pa_fwd_asm: only block_size=16 is supported, got " + str(a.block_size));
-    if (a.nhd || a.alibi_slopes != nullptr || a.logits_soft_cap > 0.f || a.sliding_window > 0)
+    if (a.nhd || a.k_stride_token != 0 || a.v_stride_token != 0 || a.alibi_slopes != nullptr ||
+        a.logits_soft_cap > 0.f || a.sliding_window > 0)
         return mha::fail(who + "the asm layout has no NHD, ALiBi, soft-cap or sliding window (use paged_attention_v1)");
     Params p = make_params(a);
     const char* name = a.data_type == "bf16" ? "pa_asm_bf16_d128_b16" : "pa_asm_fp16_d128_b16";

@@ -418,9 +418,9 @@ py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::o
     if (ret < 0)
     {
         const char* why = aiter::mha_get_last_error();
-        invalid(why != nullptr && why[0] != '\0'
-                    ? std::string(why)
-                    : std::string(fn) + ": aiter::mha_fwd returned " + std::to_string(ret) + " without giving a reason");
+        raise_library(why != nullptr && why[0] != '\0' ? std::string(why)
+                                                       : std::string(fn) + ": aiter::mha_fwd returned " +
+                                                             std::to_string(ret) + " without giving a reason");
     }
     return result();
 }
@@ -503,7 +503,8 @@ void call_paged(float (*fn)(const aiter::paged_attention_args&, const ck_tile::s
     if (ret < 0)
     {
         const char* why = aiter::mha_get_last_error();
-        invalid(why != nullptr && why[0] != '\0' ? std::string(why) : std::string(name) + " failed without a reason");
+        raise_library(why != nullptr && why[0] != '\0' ? std::string(why)
+                                                       : std::string(name) + " failed without a reason");
     }
 }
 
@@ -542,7 +543,21 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
     expect_size(out, 2, q.size(2), "head_size (dim 2)", "query's");
     const int64_t d = q.size(2);
     int64_t hk = 0, bs = 0;
-    if (!nhd)
+    // "HND" with 4-D caches is AITER's pa_v1 reading: K and V [num_blocks, num_kv_heads, block_size, head_size], each
+    // token's head_size elements contiguous; the library takes it as a token-major cache with its own token stride
+    const bool hnd4 = !nhd && k.ndim() == 4;
+    if (hnd4)
+    {
+        const char* shape = "[num_blocks, num_kv_heads, block_size, head_size]";
+        k.check_layout(4, shape, &qt, "query has", false);
+        hk = k.size(1), bs = k.size(2);
+        expect_size(k, 3, d, "head_size (dim 3)", "query's head_size");
+        v.check_layout(4, shape, &qt, "query has", false);
+        expect_size(v, 1, hk, "num_kv_heads (dim 1)", "key_cache's num_kv_heads");
+        expect_size(v, 2, bs, "block_size (dim 2)", "key_cache's block_size");
+        expect_size(v, 3, d, "head_size (dim 3)", "query's head_size");
+    }
+    else if (!nhd)
     {
         k.check_layout(5, "[num_blocks, num_kv_heads, head_size / 8, block_size, 8]", &qt, "query has", false);
         hk = k.size(1), bs = k.size(3);
@@ -556,19 +571,22 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
     }
     else
     {
+        // any strides with the head dim contiguous (padded heads, a slice of a fused cache's heads): the token
+        // strides travel with the call
         k.check_layout(4, "[num_blocks, block_size, num_kv_heads, head_size]", &qt, "query has", false);
         hk = k.size(2), bs = k.size(1);
         expect_size(k, 3, d, "head_size (dim 3)", "query's head_size");
-        expect_inner_strides(k, {hk * d, d, 1}, "[num_blocks, block_size, num_kv_heads, head_size]");
         v.check_layout(4, "[num_blocks, block_size, num_kv_heads, head_size]", &qt, "query has", false);
         expect_size(v, 1, bs, "block_size (dim 1)", "key_cache's block_size");
         expect_size(v, 2, hk, "num_kv_heads (dim 2)", "key_cache's num_kv_heads");
         expect_size(v, 3, d, "head_size (dim 3)", "query's head_size");
-        expect_inner_strides(v, {hk * d, d, 1}, "[num_blocks, block_size, num_kv_heads, head_size]");
     }
     expect_size(v, 0, k.size(0), "num_blocks (dim 0)", "key_cache's num_blocks");
-    if (!nhd)
+    if (!nhd && !hnd4)
         expect_size(v, 1, hk, "num_kv_heads (dim 1)", "key_cache's num_kv_heads");
+    // a token-major cache's token stride travels with the call, where 0 would mean "packed NHD rows"
+    if ((nhd || hnd4) && (k.stride(nhd ? 1 : 2) == 0 || v.stride(nhd ? 1 : 2) == 0))
+        invalid("key_cache / value_cache: a token stride of 0 (every token of a block aliased) is not supported");
     check_tables(q, tables, lens);
     TensorPtr alibi = import_opt(alibi_o, "alibi_slopes", strm);
     if (alibi)
@@ -598,12 +616,14 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
     a.k_stride_block = k.stride(0), a.v_stride_block = v.stride(0);
     a.k_stride_head = nhd ? k.stride(2) : k.stride(1);
     a.v_stride_head = nhd ? v.stride(2) : v.stride(1);
+    if (nhd || hnd4) // token-major: the token stride is the caller's (checked non-zero above)
+        a.k_stride_token = k.stride(nhd ? 1 : 2), a.v_stride_token = v.stride(nhd ? 1 : 2);
     a.scale = static_cast<float>(real_arg(scale, "scale"));
     // as AITER's pa_v1: a soft-cap or sliding window <= 0 is off
     a.logits_soft_cap = static_cast<float>(std::max(0.0, real_arg(softcap, "logits_soft_cap")));
     a.sliding_window  = static_cast<int>(
         std::max<int64_t>(0, int_arg(sliding_window, "sliding_window", std::numeric_limits<int32_t>::min(), kIndexMax)));
-    a.nhd = nhd;
+    a.nhd = nhd || hnd4;
     call_paged(&aiter::paged_attention_v1, a, q.device().device_id, strm, "paged_attention_v1_core");
     return out_o;
 }
@@ -749,13 +769,16 @@ constexpr const char* kPagedV1Doc =
     "Paged-attention decode, the generic implementation (AITER's paged_attention_v1_core signature), into out.\n"
     "query: [num_seqs, num_heads, head_size] float16/bfloat16 (head_size a multiple of 8 up to 256);\n"
     "kv_cache_layout 'HND' (vLLM): key_cache [num_blocks, num_kv_heads, head_size/8, block_size, 8], value_cache\n"
-    "[num_blocks, num_kv_heads, head_size, block_size] (block_size a multiple of 8); 'NHD': both [num_blocks,\n"
-    "block_size, num_kv_heads, head_size]. Block and head strides are free (0 aliases every block to one).\n"
+    "[num_blocks, num_kv_heads, head_size, block_size] (block_size a multiple of 8), or, as AITER's pa_v1 reads\n"
+    "'HND', both 4-D [num_blocks, num_kv_heads, block_size, head_size]; 'NHD': both [num_blocks, block_size,\n"
+    "num_kv_heads, head_size]. Block and head strides are free (0 aliases every block to one); 4-D caches also take\n"
+    "any token stride (a multiple of 8), with the head dim contiguous.\n"
     "block_tables int32 [num_seqs, max_blocks] (contiguous); context_lens int32 [num_seqs]; max_context_len >=\n"
     "every context.\n"
     "The context is processed in partitions of partition_size tokens (a multiple of block_size, <= 1024); with\n"
     "more than one, workspace_buffer (any dtype, contiguous) must hold paged_attention_workspace_bytes(...)\n"
-    "bytes, else ValueError. alibi_slopes fp32 [num_heads] or None; logits_soft_cap > 0 caps the scaled scores\n"
+    "bytes, else ValueError. alibi_slopes fp32 [num_heads] or None, added to the scaled scores as\n"
+    "slope * (token - context_len + 1); logits_soft_cap > 0 then caps them, cap * tanh(s / cap), as AITER\n"
     "(<= 0: off); sliding_window > 0 keeps the last sliding_window tokens (<= 0: off). kv_cache_dtype 'auto' with k_scale / v_scale None\n"
     "or 1.0, cu_query_lens / fp8_out_scale / q_scale None and mtp 1 (fp8 and multi-token decode: not yet).";
 

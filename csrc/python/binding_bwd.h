@@ -695,7 +695,8 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     "sink_ptr: the forward's float32 [h_q] sink logits; d_sink: optional float32 [h_q] output for their gradient.\n" \
     "stream:  cudaStream_t as an int (0: default stream), or an object with .cuda_stream / .ptr.\n"                  \
     "use_asm_v3: try the Hopper (sm90a) kernels first.\n\n"                                                           \
-    "Returns (dq, dk, dv, softmax_d), as AITER's mha_bwd: softmax_d is the fp32 D = rowsum(dout * out) with\n"      \
+    "Returns (dq, dk, dv, softmax_d), as AITER's mha_bwd: softmax_d is the fp32 D = rowsum(dout * out) times\n"     \
+    "(1 - dropout_p) (CK's p_undrop) with\n"                                                                          \
     "softmax_lse's shape and strides (the library shares them). dbias and d_sink, when given, are written in place\n" \
     "(AITER fills dbias the same way). Raises ValueError for invalid arguments, before any device work (group mode:\n" \
     "after reading the sequence arrays back), and RuntimeError when the library rejects the call, with\n"            \

@@ -41,6 +41,13 @@ inline constexpr size_t kMinAllocBytes   = 256; // keep buffers of empty outputs
 
 [[noreturn]] inline void invalid(const std::string& msg) { raise(PyExc_ValueError, msg); }
 
+// A negative return of the forward / paged entry points: ValueError for a refused call, RuntimeError when the reason
+// is a CUDA failure (a launch error, an unusable context: the library's reasons then name the cudaError)
+[[noreturn]] inline void raise_library(const std::string& why)
+{
+    raise(why.find("cudaError") != std::string::npos ? PyExc_RuntimeError : PyExc_ValueError, why);
+}
+
 inline std::string shape_str(const std::vector<int64_t>& v)
 {
     std::string s = "[";

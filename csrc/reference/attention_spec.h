@@ -61,7 +61,9 @@ enum BiasType : int
 };
 
 // Where ALiBi measures the distance from (CK's make_alibi_from_lr_mask): the bottom-right diagonal without a mask and
-// with bottom-right windows, the top-left diagonal with top-left windows, and the column itself with causal masks.
+// with bottom-right windows, the top-left diagonal with top-left and window_generic (type 3) windows, and the column
+// itself with causal masks. (CK casts the mask enum to its AlibiMode: 3 is neither VERTICAL nor FROM_BOTTOM_RIGHT, so
+// its slope is negated without the bottom-right shifts, while the type-3 mask itself is anchored bottom-right.)
 enum AlibiMode : int
 {
     kAlibiBottomRight = 0, // -slope * |i + seqlen_k - seqlen_q - j|
@@ -75,7 +77,7 @@ REFERENCE_HOST_DEVICE inline int alibi_mode(const MaskSpec& m)
         return kAlibiBottomRight;
     if (m.causal())
         return kAlibiVertical;
-    return m.type == 1 ? kAlibiTopLeft : kAlibiBottomRight;
+    return m.type == 2 ? kAlibiBottomRight : kAlibiTopLeft;
 }
 
 template <typename F>

@@ -150,6 +150,7 @@ int main(int argc, char** argv)
             b.max_seqlen_k = 0, b.nhead_stride_dk = b.nhead_stride_dv = 0;
         });
     }
+    bwd("bwd_dropout_flag", [](auto& b) { b.p_drop = 0.2f, b.p_undrop = 0.8f, b.has_dropout = false; });
     bwd("bwd_dk_overlap", [](auto& b) { b.stride_dk = b.stride_dv = 2 * 128, b.batch_stride_dk = 128 * 2 * 128; });
     bwd("bwd_dbias_overlap", [](auto& b) {
         b.bias_type = 1, b.has_dbias = true, b.bias_ptr = b.dbias_ptr = const_cast<void*>(b.q_ptr);
@@ -241,6 +242,8 @@ int main(int argc, char** argv)
     paged("paged_align", [](auto& a) { a.block_tables = reinterpret_cast<const int32_t*>(
                                            reinterpret_cast<const char*>(a.block_tables) + 2); });
     paged("paged_heads", [](auto& a) { a.num_heads = a.num_kv_heads = 70000; });
+    paged("paged_o_overlap", [](auto& a) { a.o_stride_head = 64; }); // heads half a head apart
+    paged("paged_hnd_token", [](auto& a) { a.k_stride_token = a.v_stride_token = 8; });
     std::printf("heuristic %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(128, 32, 8, 1, 8192),
                 aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 131072), aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 64));
     // the nine-argument form: a dense d128 cache, a paged one; without a GPU both are the general rule's count

@@ -154,7 +154,7 @@ void backward(const mha_bwd_args& a)
                 float d_i = 0.f;
                 for (int x = 0; x < a.hdim_v; ++x)
                     d_i += to_float(do_at(i)[x]) * to_float(o_at(i)[x]);
-                dsum[lse0 + i] = d_i;
+                dsum[lse0 + i] = a.has_dropout ? d_i * (1.f - a.p_drop) : d_i; // CK's softmax_d: times p_undrop
                 std::vector<float> dq_acc(size_t(a.hdim_q), 0.f);
                 for (int j = 0; j < sk; ++j)
                 {

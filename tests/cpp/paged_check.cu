@@ -2,7 +2,7 @@
 // on fresh random caches: both cache layouts, head sizes on and off the kernel's 64-dim padding, block sizes that are
 // and are not multiples of 16 / 32, GQA groups of 1, 3, 4 and 16, partitions through the workspace, ALiBi, soft-cap,
 // sliding windows, empty and clamped contexts, partitions split over thread-block clusters and merged in large
-// grids, NaN-poisoned outputs.
+// grids, token-major caches by explicit token strides (AITER's 4-D HND, NHD with padded heads), NaN-poisoned outputs.
 // Small enough to run under compute-sanitizer.
 // Build (any machine with nvcc; runs on an sm_90 GPU):
 //   nvcc -std=c++17 -O2 -Iinclude -Icsrc -gencode=arch=compute_90a,code=sm_90a -cudart static \
@@ -32,6 +32,8 @@ struct Case
     int seqs, heads, kv_heads, head, block, max_ctx, partition, window;
     float softcap;
     bool alibi;
+    int token_major = 0; // with nhd: 1 = AITER's 4-D "HND" [nb][hk][bs][D] (token stride D), 2 = NHD with heads
+                         // padded to D + 8 elements (NaN pads; token stride hk x (D + 8)), both by explicit strides
 };
 
 static uint16_t to_bits(float x, bool bf16)
@@ -82,7 +84,9 @@ static bool run_case(const Case& c, std::mt19937& rng)
     for (auto* x : {&q, &k, &v})
         for (auto& e : *x)
             e = from_bits(to_bits(u(rng), c.bf16), c.bf16);
-    std::vector<uint16_t> qh(q.size()), kh(k.size()), vh(v.size()), va(v.size());
+    const int Dp = c.token_major == 2 ? D + 8 : D; // NHD's padded head stride
+    const size_t cache_elems = size_t(nb) * hk * bs * Dp;
+    std::vector<uint16_t> qh(q.size()), kh(cache_elems, 0xffff), vh(cache_elems, 0xffff), va(v.size()); // NaN pads
     for (size_t i = 0; i < q.size(); ++i)
         qh[i] = to_bits(q[i], c.bf16);
     for (int b = 0; b < nb; ++b)
@@ -92,8 +96,10 @@ static bool run_case(const Case& c, std::mt19937& rng)
                 {
                     const size_t l = ((size_t(b) * hk + h) * bs + t) * D + d;
                     size_t ko, vo;
-                    if (c.nhd)
-                        ko = vo = ((size_t(b) * bs + t) * hk + h) * D + d;
+                    if (c.nhd && c.token_major == 1)
+                        ko = vo = l;
+                    else if (c.nhd)
+                        ko = vo = ((size_t(b) * bs + t) * hk + h) * Dp + d;
                     else
                     {
                         ko = (((size_t(b) * hk + h) * (D / 8) + d / 8) * bs + t) * 8 + d % 8;
@@ -132,10 +138,10 @@ static bool run_case(const Case& c, std::mt19937& rng)
                 for (int d = 0; d < D; ++d)
                     acc += double(q[(size_t(s) * H + h) * D + d]) * k[((size_t(b) * hk + kvh) * bs + t % bs) * D + d];
                 acc *= scale;
+                if (c.alibi) // AITER's pa_v1 order: ALiBi, then the cap
+                    acc += double(alibi[h]) * (t - ctx + 1);
                 if (c.softcap > 0)
                     acc = c.softcap * std::tanh(acc / c.softcap);
-                if (c.alibi)
-                    acc += double(alibi[h]) * (t - ctx + 1);
                 sc[t] = acc;
                 m = std::max(m, acc);
             }
@@ -161,8 +167,10 @@ static bool run_case(const Case& c, std::mt19937& rng)
     a.num_seqs = S, a.num_heads = H, a.num_kv_heads = hk, a.head_size = D, a.block_size = bs;
     a.block_tables_stride = per_seq, a.max_context_len = c.max_ctx, a.partition_size = c.partition;
     a.q_stride_seq = a.o_stride_seq = int64_t(H) * D, a.q_stride_head = a.o_stride_head = D;
-    a.k_stride_block = a.v_stride_block = int64_t(hk) * bs * D;
-    a.k_stride_head = a.v_stride_head = c.nhd ? D : int64_t(bs) * D;
+    a.k_stride_block = a.v_stride_block = int64_t(hk) * bs * Dp;
+    a.k_stride_head = a.v_stride_head = c.nhd && c.token_major != 1 ? Dp : int64_t(bs) * D;
+    if (c.token_major != 0)
+        a.k_stride_token = a.v_stride_token = c.token_major == 1 ? D : int64_t(hk) * Dp;
     a.scale = scale, a.logits_soft_cap = c.softcap, a.sliding_window = c.window, a.nhd = c.nhd;
     const int64_t ws = aiter::paged_attention_workspace_bytes(S, H, D, c.max_ctx, c.partition, 2);
     void* dws = nullptr;
@@ -208,8 +216,9 @@ static bool run_case(const Case& c, std::mt19937& rng)
     return ok;
 }
 
-// Arguments the library must refuse with a reason, not run: an NHD cache with a padded head stride (its token stride
-// would be wrong), and workspace sizes for arguments no call accepts (the product would overflow).
+// Arguments the library must refuse with a reason, not run: an NHD cache with a padded head stride and no token
+// stride (the packed row's token stride would be wrong), token strides with HND or off 8 elements, and workspace sizes
+// for arguments no call accepts (the product would overflow).
 bool errors_case()
 {
     bool ok = true;
@@ -234,8 +243,16 @@ bool errors_case()
     a.k_stride_head = a.v_stride_head = 80; // heads padded to 80 elements
     a.scale = 0.1f, a.nhd = true;
     const float r = aiter::paged_attention_v1(a, ck_tile::stream_config{});
-    expect(r < 0 && std::strstr(aiter::mha_get_last_error(), "NHD layout needs") != nullptr,
+    expect(r < 0 && std::strstr(aiter::mha_get_last_error(), "NHD layout without k_stride_token") != nullptr,
            "refuses NHD with padded heads");
+    a.nhd = false, a.k_stride_token = a.v_stride_token = 80;
+    expect(aiter::paged_attention_v1(a, ck_tile::stream_config{}) < 0 &&
+               std::strstr(aiter::mha_get_last_error(), "token strides are fixed") != nullptr,
+           "refuses token strides with HND");
+    a.nhd = true, a.k_stride_token = 12;
+    expect(aiter::paged_attention_v1(a, ck_tile::stream_config{}) < 0 &&
+               std::strstr(aiter::mha_get_last_error(), "multiples of 8") != nullptr,
+           "refuses a token stride off 8 elements");
     expect(aiter::paged_attention_workspace_bytes(65535, 65535, 256, 2147483647, 1, 2) == -1,
            "workspace_bytes past the limits");
     expect(aiter::paged_attention_workspace_bytes(-1, 8, 128, 600, 256, 2) == -1, "workspace_bytes negative");
@@ -267,6 +284,10 @@ int main()
         {"hnd d128 b16 gqa4 clusters + combine", true, false, true, 2, 8, 2, 128, 16, 2000, 256, 0, 0.f, false},
         // a large grid: the caller's partitions of 128 merged four at a time
         {"hnd d128 b16 gqa4 merged partitions", true, false, true, 40, 32, 8, 128, 16, 600, 128, 0, 0.f, false},
+        // token-major caches by explicit token strides: AITER's 4-D HND, NHD with padded heads (NaN pads)
+        {"hnd4 d128 b16 gqa4 alibi capped", true, true, false, 3, 32, 8, 128, 16, 700, 256, 0, 15.f, true, 1},
+        {"hnd4 d64 b32 gqa2 window fp16", false, true, false, 2, 8, 4, 64, 32, 900, 256, 300, 0.f, false, 1},
+        {"nhd padded d72 b16 gqa3 window", true, true, false, 3, 6, 2, 72, 16, 500, 128, 200, 0.f, true, 2},
     };
     bool ok = true;
     for (const Case& c : cases)
