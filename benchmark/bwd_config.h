@@ -58,10 +58,10 @@ inline ArgParser make_bwd_parser()
         .insert("warmup", "10", "number of iterations before benchmark the kernel")
         .insert("repeat", "10", "number of iterations to benchmark the kernel")
         .insert("deterministic", "0",
-                "if set to 1 will use multi-buffer reduction strategy for dq, atomic opeartion will not be used")
-        .insert("bwd_v3", "0", "0: default(asm first)   1: force asm   2: force ck")
+                "1: bit-identical dq run to run (here: fp32 atomics in key-block order, AITER: multi-buffer reduction)")
+        .insert("bwd_v3", "0", "read as a bool, as AITER: 1 tries the asm backward first (none here: ck runs)")
         .insert("v3_atomic_fp32", "1",
-                "if set to 0 will use atomic fp16/bf16(w/o convert_dq kernel) when bwd_v3 is set to 1")
+                "accepted; dq always accumulates in fp32 here (AITER: 0 uses fp16/bf16 atomics with bwd_v3=1)")
         .insert("v3_bf16_cvt", "1", "float to bf16 convert type when bwd_v3 is set to 1, 0:RTNE; 1:RTNA; 2:RTZ")
         .insert("v3_api_check", "0",
                 "if set to 1, check whether the input scenarios is supported by the asm kernel.\n"

@@ -17,7 +17,7 @@ struct mha_bwd_args
 {
     // aiter control
     bool use_asm_v3;
-    bool v3_atomic_fp32; // dq accumulation: fp32 atomics (1) or fp16/bf16 atomics (0)
+    bool v3_atomic_fp32; // AITER: asm dQ accumulation in fp32 (1) or fp16/bf16 (0); accepted, dQ is always fp32 here
     int v3_bf16_cvt;     // 0 RTNE, 1 RTNA, 2 RTZ
     bool v3_api_check;   // as AITER HEAD's mha_bwd: no asm backward answers, so the ck backward runs (it launches)
 

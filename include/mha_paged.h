@@ -1,7 +1,7 @@
 #pragma once
 // Paged-attention decode over a vLLM-style KV cache, two implementations behind the same arguments, as AITER has:
 //   aiter::paged_attention_v1  the generic one (role of AITER's paged_attention_v1_core): any head size that is a
-//                              multiple of 8 up to 256, block sizes that are multiples of 8, both cache layouts,
+//                              multiple of 8 up to 256, any block size (HND: multiples of 8), both cache layouts,
 //                              partitions of the context combined through a caller workspace, ALiBi, soft-cap and a
 //                              sliding window; tensor-core MMAs over the query heads of a KV head (up to 16), K / V
 //                              through a cp.async ring sized to the grid.

@@ -15,7 +15,7 @@
 #   -m     run only AITER's matrix, the extra cases or the split-KV sweep; a comma list; all three by default
 # The executable defaults to the first `benchmark_mha_fwd` (or `fwd.exe`) found under the current directory, as
 # AITER's scripts look for theirs; SMOKE_TIMEOUT (default 600) bounds each run in seconds; SMOKE_SHARD=i/n runs one
-# shard of n (every n-th invocation from the i-th), to split the ~3600 runs across calls.
+# shard of n (every n-th invocation from the i-th), to split the ~4800 runs across calls.
 set -u
 
 TEST_SPLITKV=0

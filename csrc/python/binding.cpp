@@ -740,11 +740,13 @@ constexpr const char* kModuleDoc =
     "use_asm_v3: try the Hopper (sm90a) kernels first.\n\n"                                                            \
     "Returns out, then lse if return_lse (or lse given), then randval if return_randval: a single array when only\n"  \
     "out is returned, else a tuple in that order. Raises ValueError on invalid input or when the library rejects\n"    \
-    "the call (with its reason). Full semantics: the comment above aiter::mha_fwd_args in include/mha_fwd.h."
+    "the call (with its reason), RuntimeError for a CUDA failure, MemoryError when an output cannot be allocated.\n"  \
+    "Full semantics: the comment above aiter::mha_fwd_args in include/mha_fwd.h."
 
 constexpr const char* kMhaFwdDoc =
     "Attention forward, batch mode. q: [b, s_q, h_q, d], k: [b, s_k, h_k, d], v: [b, s_k, h_k, d_v], float16 or\n"
-    "bfloat16 on one CUDA device, any element strides with a unit-stride last dim (a transposed bhsd view passes).\n"
+    "bfloat16 on one CUDA device, element strides that are multiples of 8 with a unit-stride last dim and 16-byte\n"
+    "aligned rows (a transposed bhsd view passes).\n"
     "h_q % h_k == 0 (MQA/GQA); d and d_v: multiples of 8 up to 256. Arrays are taken through DLPack (__dlpack__ or a\n"
     "raw 'dltensor' capsule).\n\n"
     "bias:    elementwise bias in q's dtype indexed [b, h_q, s_q, s_k]; dims 0-2 broadcast when of size 1 (or\n"
@@ -753,7 +755,7 @@ constexpr const char* kMhaFwdDoc =
 
 constexpr const char* kVarlenDoc =
     "Attention forward, group (varlen) mode. q: [total_q, h_q, d], k: [total_k, h_k, d], v: [total_k, h_k, d_v]\n"
-    "(any strides, unit-stride last dim). cu_seqlens_q / cu_seqlens_k: int32 device arrays [b + 1] of physical\n"
+    "(strides multiples of 8, unit-stride last dim). cu_seqlens_q / cu_seqlens_k: int32 device arrays [b + 1] of physical\n"
     "start rows (AITER's seqstart_*); sequence i occupies rows cu[i] .. cu[i+1]-1. seqused_q / seqused_k: optional\n"
     "int32 [b] logical lengths (AITER's seqlen_*_ptr; padding rows past them are neither read nor written).\n"
     "max_seqlen_q: >= every logical seqlen_q (a promise, not checked). min_seqlen_q > 0 skips sequences with\n"
@@ -787,8 +789,9 @@ constexpr const char* kPaAsmDoc =
     "scale 1/sqrt(128). Q [num_seqs, num_heads, 128]; K [num_blocks, num_kv_heads, 16, 16, 8] (vLLM 5D); V in the\n"
     "asm layout [num_blocks, num_kv_heads, 2, 128, 8] (V.view(B, H, 128, 2, 8).permute(0, 1, 3, 2, 4)).\n"
     "block_tables int32 [num_seqs, block_tables_stride0] (contiguous), context_lens int32 [num_seqs]. Writes out_ or\n"
-    "returns a new [num_seqs, num_heads, 128] array. No workspace: one CTA per (KV head, sequence) walks the whole\n"
-    "context. max_qlen 1 and no quantization scales (not yet).";
+    "returns a new [num_seqs, num_heads, 128] array. No workspace: a CTA per 16 query heads of a KV head; on sm_90 a\n"
+    "short batch's contexts are split over a thread-block cluster merged in distributed shared memory. max_qlen 1\n"
+    "and no quantization scales (not yet).";
 
 } // namespace
 

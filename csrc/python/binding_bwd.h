@@ -705,8 +705,8 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
 constexpr const char* kMhaBwdDoc =
     "Attention backward, batch mode, with AITER's signature (aiter/ops/mha.py; keyword-only extensions after *).\n"
     "q, dq: [b, s_q, h_q, d]; k, dk: [b, s_k, h_k, d]; v, dv: [b, s_k, h_k, d_v]; out, dout: [b, s_q, h_q, d_v]\n"
-    "(float16 / bfloat16 on one CUDA device, any strides with a unit-stride last dim); softmax_lse: the forward's\n"
-    "float32 [b, h_q, s_q] LSE.\n\n"
+    "(float16 / bfloat16 on one CUDA device, strides multiples of 8 with a unit-stride last dim); softmax_lse: the\n"
+    "forward's float32 [b, h_q, s_q] LSE.\n\n"
     "bias:    the forward's elementwise bias [b | 1, h_q | 1, s_q | 1, s_k]. dbias: optional output of bias's shape,\n"
     "         zero-filled first; over broadcast dims it receives the sum of the per-element gradients.\n"
     MHA_BWD_COMMON_DOC;
