@@ -119,6 +119,7 @@ def test_stride_beyond_int32():
 @pytest.mark.parametrize("mask, left, right, msg", [
     ("diagonal", -1, -1, r"mask='diagonal' is not one of .*'window_generic'"),
     ("causal", 16, -1, r"mask='causal' is \(window_left=-1, window_right=0\)"),
+    ("causal_top_left", -1, 4, r"mask='causal_top_left' is \(window_left=-1, window_right=0\)"),
     ("none", -1, 4, r"mask='none' takes no window"),
     (7, -1, -1, r"mask_type 7 is not 0"),
     (True, -1, -1, r"mask must be a str or an int"),
@@ -233,6 +234,9 @@ def test_valid_feature_arguments_pass_layout_checks():
     expanded = np.lib.stride_tricks.as_strided(row, shape=(b, h, sq, sk), strides=(0, 0, 0, row.itemsize))
     reaches_device_check(bias=expanded)
     reaches_device_check(alibi_slopes=np.ones(h, f32), mask="causal")
+    reaches_device_check(mask="causal", window_left=-1, window_right=0)  # the causal windows given explicitly
+    # NumPy integers wherever an int is taken
+    reaches_device_check(mask=np.int64(1), window_left=np.int32(4), window_right=np.int16(0), sink_size=np.int64(0))
     reaches_device_check(alibi_slopes=np.ones((b, h), f32))
     reaches_device_check(alibi_slopes=np.ones((1, h), f32))
     reaches_device_check(dropout_p=0.5, seed=2**64 - 1, offset=np.uint64(7), return_randval=True)

@@ -106,7 +106,8 @@ inline MaskSpec parse_mask(const py::object& mask, int left, int right)
         const bool top_left = m == "causal_top_left";
         if (top_left || m == "causal" || m == "causal_bottom_right")
         {
-            if (left != -1 || right != -1)
+            // the windows left at their defaults, or given as the causal (-1, 0) itself
+            if (left != -1 || (right != -1 && right != 0))
                 invalid("mask='" + m + "' is (window_left=-1, window_right=0) (got " + std::to_string(left) + ", " +
                         std::to_string(right) + "); pass mask=1 (top-left) or 2 (bottom-right) for a sliding window");
             return {top_left ? 1 : 2, -1, 0};

@@ -90,13 +90,21 @@ inline std::string cuda_error(const char* what, cudaError_t e)
     return std::string(what) + " failed: " + cudaGetErrorString(e);
 }
 
-// A Python int (not bool) as int64; false when obj is no int or does not fit.
+// An int as int64: a Python int or anything with __index__ (NumPy integers), not a bool; false when obj is no int or
+// does not fit.
 inline bool as_int64(const py::handle& obj, int64_t& value)
 {
-    if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr()))
+    if (PyBool_Check(obj.ptr()) || !PyIndex_Check(obj.ptr()))
         return false;
+    PyObject* i = PyNumber_Index(obj.ptr());
+    if (i == nullptr)
+    {
+        PyErr_Clear();
+        return false;
+    }
+    const py::object as_int = py::reinterpret_steal<py::object>(i);
     int overflow      = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+    const long long v = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
     if (overflow != 0 || (v == -1 && PyErr_Occurred()))
     {
         PyErr_Clear();
