@@ -546,6 +546,8 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
     // "HND" with 4-D caches is AITER's pa_v1 reading: K and V [num_blocks, num_kv_heads, block_size, head_size], each
     // token's head_size elements contiguous; the library takes it as a token-major cache with its own token stride
     const bool hnd4 = !nhd && k.ndim() == 4;
+    const bool token_major = nhd || hnd4; // each token's head_size elements contiguous, token stride the caller's
+    const int token_dim    = nhd ? 1 : 2;
     if (hnd4)
     {
         const char* shape = "[num_blocks, num_kv_heads, block_size, head_size]";
@@ -582,10 +584,10 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
         expect_size(v, 3, d, "head_size (dim 3)", "query's head_size");
     }
     expect_size(v, 0, k.size(0), "num_blocks (dim 0)", "key_cache's num_blocks");
-    if (!nhd && !hnd4)
+    if (!token_major)
         expect_size(v, 1, hk, "num_kv_heads (dim 1)", "key_cache's num_kv_heads");
     // a token-major cache's token stride travels with the call, where 0 would mean "packed NHD rows"
-    if ((nhd || hnd4) && (k.stride(nhd ? 1 : 2) == 0 || v.stride(nhd ? 1 : 2) == 0))
+    if (token_major && (k.stride(token_dim) == 0 || v.stride(token_dim) == 0))
         invalid("key_cache / value_cache: a token stride of 0 (every token of a block aliased) is not supported");
     check_tables(q, tables, lens);
     TensorPtr alibi = import_opt(alibi_o, "alibi_slopes", strm);
@@ -616,14 +618,14 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
     a.k_stride_block = k.stride(0), a.v_stride_block = v.stride(0);
     a.k_stride_head = nhd ? k.stride(2) : k.stride(1);
     a.v_stride_head = nhd ? v.stride(2) : v.stride(1);
-    if (nhd || hnd4) // token-major: the token stride is the caller's (checked non-zero above)
-        a.k_stride_token = k.stride(nhd ? 1 : 2), a.v_stride_token = v.stride(nhd ? 1 : 2);
+    if (token_major) // checked non-zero above
+        a.k_stride_token = k.stride(token_dim), a.v_stride_token = v.stride(token_dim);
     a.scale = static_cast<float>(real_arg(scale, "scale"));
     // as AITER's pa_v1: a soft-cap or sliding window <= 0 is off
     a.logits_soft_cap = static_cast<float>(std::max(0.0, real_arg(softcap, "logits_soft_cap")));
     a.sliding_window  = static_cast<int>(
         std::max<int64_t>(0, int_arg(sliding_window, "sliding_window", std::numeric_limits<int32_t>::min(), kIndexMax)));
-    a.nhd = nhd || hnd4;
+    a.nhd = token_major;
     call_paged(&aiter::paged_attention_v1, a, q.device().device_id, strm, "paged_attention_v1_core");
     return out_o;
 }
