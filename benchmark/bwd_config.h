@@ -65,7 +65,7 @@ inline ArgParser make_bwd_parser()
         .insert("v3_bf16_cvt", "1", "float to bf16 convert type when bwd_v3 is set to 1, 0:RTNE; 1:RTNA; 2:RTZ")
         .insert("v3_api_check", "0",
                 "if set to 1, check whether the input scenarios is supported by the asm kernel.\n"
-                "there is no bwd asm kernel here: prints ', v3 not supported' (exit -2)")
+                "there is no bwd asm kernel here: the ck backward runs, as AITER HEAD's mha_bwd falls back")
         // ours, after AITER's flags
         .insert("flush_cache", "0", "1: sweep the L2 before every timed pass and time each pass alone (inputs read\n"
                                     "from DRAM, as inside a model); not an AITER flag");

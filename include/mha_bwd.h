@@ -30,7 +30,10 @@ struct mha_bwd_args
     int bias_type; // 0: no bias, 1: elementwise bias, 2: alibi
     bool has_dbias;
     bool has_dropout;    // must be p_drop > 0 (a p_drop > 0 without it is refused: AITER would skip the dropout)
-    bool is_store_randval; // must be false with dropout (the forward stores randval)
+    bool is_store_randval; // with dropout: write the pass's uint8 random values to rand_val_ptr ([b, h, s_q, s_k]
+                           // through the randval strides; group mode [h, total_q, >= max s_k], physical rows), every
+                           // (i < s_q, j < s_k) of each batch, masked ones included; an element is kept iff its
+                           // value <= floor(p_undrop * 255), as the forward's s_randval
     bool is_deterministic;
 
     // pointers
@@ -42,7 +45,7 @@ struct mha_bwd_args
     const void* lse_ptr;
     const void* do_ptr;
     void* d_ptr; // fp32 [b, h, s_q] workspace for D = rowsum(dO * O) * (1 - p_drop), as CK's (p_undrop)
-    void* rand_val_ptr;
+    void* rand_val_ptr; // uint8, written when is_store_randval (and p_drop > 0)
     void* dq_ptr;
     void* dk_ptr; // nhead_q heads; the caller reduces over the GQA group
     void* dv_ptr;

@@ -154,7 +154,8 @@ struct mha_fwd_args
 // CK's fmha_fwd_splitkv_args (AITER: `using mha_fwd_splitkv_args = fmha_fwd_splitkv_args`). Semantics here:
 // - Q / O / LSE / bias / masks as in mha_fwd_args (batch or group mode; seqstart_q / seqstart_k physical starts).
 // - Keys per batch: batch mode seqlen_k_ptr[b] when given, else seqlen_k; group mode seqlen_k_ptr[b], else
-//   seqstart_k[b+1] - seqstart_k[b]. is_gappy is not supported.
+//   seqstart_k[b+1] - seqstart_k[b]. Group mode over a block table with seqlen_k_ptr reads no physical key rows:
+//   seqstart_k_ptr may be null there. is_gappy is not supported.
 // - Dense K/V: batch b reads batch (cache_batch_idx ? cache_batch_idx[b] : b) at batch_stride_k / _v.
 // - Paged K/V (page_block_size > 0, any size): key j of batch b is row j % page_block_size of page
 //   block_table_ptr[b * batch_stride_block_table + j / page_block_size]; batch_stride_k / _v are the page strides,
@@ -169,8 +170,12 @@ struct mha_fwd_args
 // - Page tables, seqlen_k_ptr and cache_batch_idx are device data and are not checked; batch mode requires
 //   seqlen_k (the longest cache) <= batch_stride_block_table * page_block_size, and the kernels clamp batch-mode
 //   seqlen_k_ptr[b] to [0, seqlen_k] and a group-mode key count over a block table to [0, batch_stride_block_table
-//   * page_block_size] (a count past the cache never reads another batch's keys or table row). seqlen_k must be in
-//   [0, 2^31 - 4096] in both modes (group mode: the longest cache, for the split count).
+//   * page_block_size] (a count past the cache never reads another batch's keys or table row); a negative group-mode
+//   count is an empty batch. Batch mode: seqlen_k must be in [0, 2^31 - 4096]. Group mode: seqlen_k, the longest
+//   cache, only sizes the split heuristic (CK never reads it there); a value outside that range reads as 0 (one split
+//   when num_splits is 0).
+// - A mask_enum argument other than no_mask with args.mask_type 0 runs args.mask_type 2 (bottom-right anchor, the
+//   args' windows), as CK, whose masked kernels anchor top-left only for args.mask_type 1 (mha_batch_prefill too).
 // - has_sink enables sink tokens (sink_size); there are no sink logits in this struct. No dropout (as in AITER).
 struct mha_fwd_splitkv_args
 {

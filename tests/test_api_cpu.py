@@ -55,7 +55,9 @@ EXPECTED = {
                            "head / batch / split strides 128 / 128 / 4096 / 0",
     "splitkv_lse_overlap": "lse_acc strides overlap: 1 rows x 32 heads x 1 columns x 2 batches x 4 splits",
     "splitkv_seqlen_big": "seqlen_q and seqlen_k must be in [0, 2147479552], got 1 and 2147483647",
-    "splitkv_group_seqlen_big": "seqlen_k (the longest cache) must be in [0, 2147479552], got 2147483647",
+    "splitkv_group_seqlen_big": "num_splits must be in [0, 128]",
+    "splitkv_group_paged_no_seqstart_k": "num_splits must be in [0, 128]",
+    "splitkv_group_paged_no_counts": "group mode needs seqstart_q_ptr and seqstart_k_ptr",
     "prefill_last_null": "kv_last_page_lens must be a 4-byte aligned int32 [batch] array (it may be null only when "
                          "page_block_size is 1)",
     "splitkv_page_neg": "page_block_size must be >= 0 (0: a dense cache), got -16",
@@ -66,6 +68,8 @@ EXPECTED = {
     "paged_o_overlap": "out strides overlap: 1 rows x 8 heads x 128 columns",
     "paged_hnd_token": "the HND layout's token strides are fixed",
     "bwd_dropout_flag": "p_drop is 0.200000 but has_dropout is false",
+    "bwd_randval_null": "is_store_randval is set but rand_val_ptr is null",
+    "bwd_randval_overlap": "rand_val strides overlap",
     "o_overlap": "o strides overlap: 128 rows x 8 heads x 128 columns x 2 batches at row / head / batch strides 128 / 0",
     "lse_overlap": "lse strides overlap",
     "randval_overlap": "rand_val strides overlap",
@@ -131,6 +135,9 @@ def test_invalid_calls_return_minus_one_with_reason(consumer):
         # sm_90 GPUs under 4 TB/s is off, so b=12 (96 tiles) gets the general rule's 5 splits three times
         ret, rest = rows["heuristic9"]
         assert (ret, rest) == (5, "5 5")
+    # nhead_k 0 and INT_MIN / -1 heads: no packing, a count of at least 1 (no division by zero)
+    ret, rest = rows["heuristic_bad_heads"]
+    assert ret >= 1 and int(rest) >= 1, (ret, rest)
 
 
 def bench(built, *args):

@@ -206,6 +206,33 @@ def test_flow_reports_a_missing_gradient(fake_exe):
     assert "mismatch found at batch: 0" in r.stdout
 
 
+def test_flow_reports_a_gradient_off_by_10_percent(fake_exe):
+    """AITER's elementwise check (atol = rtol = 1e-2) passes 0.9 dQ on this unmasked shape (dQ is about as small as
+    its atol); the relative bar on top (max error <= 5% of max |ref|) catches it."""
+    r = run(fake_exe, *"-b=1 -h=4 -s=259 -d=128 -warmup=0 -repeat=1".split(), env={"FAKE_MHA_BWD": "scale_dq"})
+    assert r.returncode == EXIT_FAILED, r.stdout
+    assert ", valid:n" in r.stdout and "Error: QGrad Incorrect results!" in r.stdout
+    assert "x max |ref|" in r.stdout and "number of errors" not in r.stdout, r.stdout  # the relative bar caught it
+
+
+@pytest.mark.parametrize("case", ["-b=2 -h=2 -s=40 -s_k=70 -d=16 -p_drop=0.2",
+                                  "-mode=1 -b=3 -h=2 -s=40 -s_k=70 -d=16 -p_drop=0.2 -drop_prefs=1"])
+def test_flow_checks_the_stored_random_values(fake_exe, case):
+    """With dropout, -v=1 asks mha_bwd for its random values (is_store_randval, as AITER) and compares every one
+    with philox.h's: the fake's stored values validate, and one wrong value fails."""
+    good = run(fake_exe, *case.split(), "-warmup=0", "-repeat=1")
+    assert good.returncode == 0 and ", valid:y" in good.stdout and ", s_randval:1" in good.stdout, good.stdout
+    bad = run(fake_exe, *case.split(), "-warmup=0", "-repeat=1", env={"FAKE_MHA_BWD": "bad_randval"})
+    assert bad.returncode == EXIT_FAILED and ", valid:n" in bad.stdout, bad.stdout
+    assert "Error: RandVal Incorrect results!" in bad.stdout and "number of errors: 1" in bad.stdout, bad.stdout
+
+
+def test_v3_api_check_runs_the_ck_backward(fake_exe):
+    """AITER HEAD's mha_bwd falls back to ck even with v3_api_check: the benchmark runs and validates."""
+    r = run(fake_exe, *"-b=1 -h=2 -s=33 -d=16 -v3_api_check=1 -warmup=0 -repeat=1".split())
+    assert r.returncode == 0 and ", valid:y" in r.stdout, r.stdout + r.stderr
+
+
 def test_flow_reports_unsupported(fake_exe):
     r = run(fake_exe, *"-b=2 -h=2 -s=33 -d=16".split(), env={"FAKE_MHA_BWD": "unsupported"})
     assert r.returncode == EXIT_FAILED

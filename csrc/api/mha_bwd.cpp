@@ -36,10 +36,12 @@ std::string invalid_features(const aiter::mha_bwd_args& a)
     }
     if (a.p_drop > 0.f && !a.has_dropout) // AITER picks its kernel by has_dropout and would run without dropout
         return "p_drop is " + std::to_string(a.p_drop) + " but has_dropout is false; set has_dropout = p_drop > 0";
-    if (has_dropout(a))
+    if (has_dropout(a) && a.is_store_randval)
     {
-        if (a.is_store_randval)
-            return "is_store_randval is not supported by mha_bwd: the forward (s_randval) stores the random values";
+        if (a.rand_val_ptr == nullptr)
+            return "is_store_randval is set but rand_val_ptr is null";
+        if (a.stride_randval < 0 || a.nhead_stride_randval < 0 || a.batch_stride_randval < 0)
+            return "randval strides must be >= 0";
     }
     if (a.d_sink_ptr != nullptr && a.sink_ptr == nullptr)
         return "d_sink_ptr needs sink_ptr (the forward's fp32 [nhead_q] sink logits)";
@@ -103,6 +105,11 @@ std::string invalid_argument(const aiter::mha_bwd_args& a)
                          Out{"d (D = rowsum(dO * O), the lsed strides)", sq, 1, 1, a.nhead_stride_lsed,
                              a.batch_stride_lsed}})
         if (std::string why = overlapping_output(o.t, a.batch, o.rows, a.nhead_q, o.cols, o.row, o.head, o.batch, g);
+            !why.empty())
+            return why;
+    if (has_dropout(a) && a.is_store_randval && !g) // group mode: each batch's key count is device data
+        if (std::string why = overlapping_output("rand_val", a.batch, a.seqlen_q, a.nhead_q, a.seqlen_k,
+                                                 a.stride_randval, a.nhead_stride_randval, a.batch_stride_randval, g);
             !why.empty())
             return why;
     if (a.bias_type == 1 && a.has_dbias)
@@ -192,6 +199,12 @@ BwdParams make_params(const aiter::mha_bwd_args& a)
     fill_sequences(p.seq, a);
 
     fill_bias_and_dropout(p.mod, p.drop, a);
+    if (has_dropout(a) && a.is_store_randval) // a kernel of its own writes them (bwd_store_randval)
+    {
+        p.drop.randval = static_cast<uint8_t*>(a.rand_val_ptr);
+        p.drop.randval_row_stride = a.stride_randval, p.drop.randval_head_stride = a.nhead_stride_randval;
+        p.drop.randval_batch_stride = a.batch_stride_randval;
+    }
     if (a.bias_type == 1 && a.has_dbias)
     {
         p.dbias = a.dbias_ptr;

@@ -42,7 +42,9 @@ int split_block_m(int64_t rows) { return rows <= kDecodeBlockM ? kDecodeBlockM :
 // (max_q x the ratio, counted in 32 bits by the kernels) stay under 2^30; past that each query head is its own tile.
 int pack_ratio(int nhead_q, int nhead_k, int bias_type, int max_q)
 {
-    const int r = bias_type == 0 ? nhead_q / nhead_k : 1;
+    // (a public heuristic query passes unchecked head counts: anything but a valid GQA ratio packs nothing)
+    const int r = bias_type == 0 && nhead_k >= 1 && nhead_q >= nhead_k && nhead_q % nhead_k == 0 ? nhead_q / nhead_k
+                                                                                             : 1;
     return int64_t(max_q) * r < (int64_t(1) << 30) ? r : 1;
 }
 
@@ -991,22 +993,31 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     const std::string who = "mha_fwd_splitkv";
     auto bad = [&](const std::string& why) { return fail(who + ": invalid argument: " + why); };
     if (int(mask_type) != 0 && args.mask_type == 0)
-        args.mask_type = int(mask_type); // the trait names a mask the args left at none
+        args.mask_type = 2; // as CK: the trait picks a masked kernel, which anchors top-left only for args.mask_type 1
     if (int(mask_type) == 0 && args.mask_type != 0)
         return bad("mask_type argument is no_mask but args.mask_type is " + str(args.mask_type));
+    // group mode: seqlen_k (the longest cache) only sizes the split heuristic and the launch's read schedule (the
+    // kernels take each batch's key count from the device arrays); CK never reads it there, so a value out of range
+    // (a caller that left it unset) reads as 0, unknown: the heuristic then picks one split
+    if (is_group_mode && (args.seqlen_k < 0 || args.seqlen_k > kMaxSeqlen))
+        args.seqlen_k = 0;
+    const bool paged = args.page_block_size > 0 || args.block_table_ptr != nullptr;
+    // group mode over a block table with per-batch key counts (seqlen_k_ptr) reads no physical key rows: seqstart_k
+    // may be null there (CK reads it but ignores it for pages)
+    const bool no_key_rows = is_group_mode && paged && args.seqlen_k_ptr != nullptr && args.seqstart_k_ptr == nullptr;
+    if (no_key_rows)
+        args.seqstart_k_ptr = args.seqstart_q_ptr; // a stand-in for the checks; the kernels get null
     const aiter::mha_fwd_args f = fwd_args_of(args, q_dtype_str, is_group_mode, int(bias_type), has_lse, has_sink);
     if (std::string why = invalid_argument(f); !why.empty())
         return bad(why);
     if (args.is_gappy)
         return bad("is_gappy (local seqstart_k offsets) is not supported");
-    // group mode too: seqlen_k is the longest cache there, which sizes the splits and the launch
-    if (args.seqlen_k < 0 || args.seqlen_k > kMaxSeqlen)
+    if (args.seqlen_k < 0 || args.seqlen_k > kMaxSeqlen) // batch mode (invalid_argument checked it too)
         return bad("seqlen_k (the longest cache) must be in [0, " + str(kMaxSeqlen) + "], got " + str(args.seqlen_k));
     if (args.num_splits < 0 || args.num_splits > kMaxSplits)
         return bad("num_splits must be in [0, " + str(kMaxSplits) + "] (0: heuristic), got " + str(args.num_splits));
     if (args.page_block_size < 0)
         return bad("page_block_size must be >= 0 (0: a dense cache), got " + str(args.page_block_size));
-    const bool paged = args.page_block_size > 0 || args.block_table_ptr != nullptr;
     if (paged)
     {
         if (std::string why = invalid_page_table(args.page_block_size, args.block_table_ptr, "block_table_ptr");
@@ -1069,6 +1080,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     }
 
     FwdParams p = make_params(f);
+    if (no_key_rows)
+        p.seq.seqstart_k = nullptr;
     if (!is_group_mode)
         p.kv.seqlen_k = static_cast<const int32_t*>(args.seqlen_k_ptr);
     else
@@ -1135,7 +1148,7 @@ float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_confi
     if (int(qscale_type) != 0)
         return fail(who + ": qscale_type " + str(int(qscale_type)) + " (fp8 descales) is not supported yet");
     if (int(mask_type) != 0 && args.mask_type == 0)
-        args.mask_type = int(mask_type);
+        args.mask_type = 2; // as CK (and mha_fwd_splitkv): masked kernels anchor top-left only for args.mask_type 1
     if (int(mask_type) == 0 && args.mask_type != 0)
         return bad("mask_type argument is no_mask but args.mask_type is " + str(args.mask_type));
     const aiter::mha_fwd_args f = fwd_args_of(args, q_dtype_str, is_group_mode, int(bias_type), has_lse);

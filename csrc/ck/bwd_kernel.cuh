@@ -170,6 +170,49 @@ __global__ void __launch_bounds__(kThreads) bwd_sink_grad(const __grid_constant_
         p.d_sink[h] = part[0];
 }
 
+// The dropout random values of the pass, stored when the caller asks (is_store_randval: AITER's benchmark validates
+// its reference against them): randval[b, h, i, j] for every i < seqlen_q, j < seqlen_k of the batch, masked
+// elements included (a superset of CK's, which stores the tiles it visits). grid (key blocks of 128, nhead_q, batch),
+// 128 threads: a thread draws one Philox counter per 16 rows and writes its 16 values (rows r, r + 8; column pairs
+// c, c + 32, c + 64, c + 96; philox.h), lanes along the columns so that a warp writes 32-byte row segments.
+template <int kThreads = 128>
+__global__ void __launch_bounds__(kThreads) bwd_store_randval(const __grid_constant__ BwdParams p)
+{
+    static_assert(kThreads == 128, "one thread per Philox counter of a 16 x 128 tile");
+    const int h = blockIdx.y, b = blockIdx.z;
+    const BwdSeq seq(p, b);
+    const int c0 = blockIdx.x * 128;
+    if (c0 >= seq.seqlen_k)
+        return;
+    const DropoutParams& d = p.drop;
+    const uint64_t seed   = d.seed_ptr ? *d.seed_ptr : d.seed;
+    const uint64_t offset = d.offset_ptr ? *d.offset_ptr : d.offset;
+    const uint32_t bh     = uint32_t(b) * uint32_t(p.nhead_q) + uint32_t(h);
+    uint8_t* const base   = d.randval + (p.seq.is_group ? seq.q_row0 * d.randval_row_stride : b * d.randval_batch_stride) +
+                          h * d.randval_head_stride;
+    const int t = threadIdx.x;
+    const int col = c0 + (t % 4) * 8 + (t / 4 % 4) * 2; // column % 32 / 8 = t % 4, column % 8 / 2 = t / 4 % 4
+    const int r8  = t / 16;                             // row % 8
+    for (int r0 = 0; r0 < seq.seqlen_q; r0 += 16)
+    {
+        const Philox4 rnd = dropout_philox(seed, offset, bh, r0 + r8, col);
+        CUTE_UNROLL
+        for (int dr = 0; dr < 16; dr += 8)
+        {
+            const int row = r0 + r8 + dr;
+            if (row >= seq.seqlen_q)
+                continue;
+            uint8_t* const line = base + row * d.randval_row_stride;
+            CUTE_UNROLL
+            for (int g = 0; g < 128; g += 32)
+                CUTE_UNROLL
+                for (int e = 0; e < 2; ++e)
+                    if (col + g + e < seq.seqlen_k)
+                        line[col + g + e] = dropout_byte(rnd, row, col + g + e);
+        }
+    }
+}
+
 // ---- 3. dQ = scale * accumulator ---------------------------------------------------------------------------------
 // grid (query blocks, nhead_q, batch), Kt::kNThreads threads: thread t reads back the fragment elements that thread t
 // of bwd_kernel added (dq_acc_index) and writes them, as column pairs, to their rows of dQ.
@@ -568,8 +611,6 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 const int r   = get<0>(tScS(make_coord(make_coord(0, slot % 2), slot / 2, 0)));
                 row_lse2[slot] = Kt::kAsyncStats ? lse[r] * kLog2e : lse[r];
                 row_dsum[slot] = lse[kBlockM + r];
-                if constexpr (Kt::kDropout) // D is stored times p_keep (CK's softmax_d)
-                    row_dsum[slot] *= p.drop.rp_keep;
             }
         }
 
@@ -640,7 +681,8 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                     const float x = acc_s(i + e);
                     const bool live = seen && (!Kt::kBias || x != -INFINITY); // a -inf bias on an empty row
                     const float prob = live ? exp2f(x * scale_log2 - row_lse2[k]) : 0.f;
-                    float dp = acc_dp(i + e);
+                    const float dp = acc_dp(i + e);
+                    float ds;
                     if (has_dropout)
                     {
                         // dropout_byte(rnd, row, col + e) with the half h = row % 16 / 8 and col % 2 = e known here
@@ -649,12 +691,17 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                         const uint32_t word = i / 2 % 2 ? (j32 < 2 ? rnd.z : rnd.w) : (j32 < 2 ? rnd.x : rnd.y);
                         const uint8_t rv = uint8_t(word >> (8 * (2 * (j32 % 2) + e)));
                         const bool keep = rv <= p.drop.keep_threshold;
-                        dp = keep ? dp * p.drop.rp_keep : 0.f;
-                        tPrP(i + e) = static_cast<Element>(keep ? prob * p.drop.rp_keep : 0.f);
+                        // D is stored times p_keep (CK's softmax_d): P (dP kept / p_keep - D) = P / p_keep (dP kept
+                        // - D stored)
+                        const float pk = prob * p.drop.rp_keep;
+                        tPrP(i + e) = static_cast<Element>(keep ? pk : 0.f);
+                        ds = pk * ((keep ? dp : 0.f) - row_dsum[k]);
                     }
                     else
+                    {
                         tPrP(i + e) = static_cast<Element>(prob);
-                    const float ds = prob * (dp - row_dsum[k]);
+                        ds = prob * (dp - row_dsum[k]);
+                    }
                     tdSrdS(i + e) = static_cast<Element>(ds);
                     if (dbias != nullptr && row < seqlen_q && col + e < seqlen_k)
                         dbias[row * p.dbias_row_stride + col + e] = static_cast<Element>(ds);

@@ -1,6 +1,7 @@
 #pragma once
-// Host-side launcher of one ck backward instance: dot(dO, O) preprocess [+ sink gradient], the dQ/dK/dV kernel
-// (grid = key blocks x query heads x batch), then the dQ conversion, all on one stream. The caller (csrc/api) has
+// Host-side launcher of one ck backward instance: dot(dO, O) preprocess [+ sink gradient] [+ the dropout random
+// values, when asked to store them], the dQ/dK/dV kernel (grid = key blocks x query heads x batch), then the dQ
+// conversion, all on one stream. The caller (csrc/api) has
 // put a zeroed fp32 dQ accumulator (and, deterministic, zeroed turn counters) into p; bwd_workspace_bytes sizes it.
 // Generated instance files (build/gen/bwd_ck_*.cu) call run_bwd<Traits>; csrc/api never sees CuTe.
 
@@ -26,6 +27,12 @@ cudaError_t run_bwd(const BwdParams& p, cudaStream_t stream)
     if (p.d_sink != nullptr)
     {
         bwd_sink_grad<><<<p.nhead_q, 256, 0, stream>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (p.drop.enabled && p.drop.randval != nullptr && p.max_seqlen_q > 0 && p.max_seqlen_k > 0)
+    {
+        bwd_store_randval<><<<dim3((p.max_seqlen_k + 127) / 128, p.nhead_q, p.batch), 128, 0, stream>>>(p);
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }

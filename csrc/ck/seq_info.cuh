@@ -6,6 +6,9 @@
 namespace mha::ck {
 
 // Where one batch's rows live and how many there are (batch or group mode, see SeqParams).
+// The longest length the kernels take (checks.h kMaxSeqlen: lengths round up to whole blocks in 32 bits).
+constexpr int kMaxDeviceSeqlen = 2147483647 - 4095;
+
 struct SeqInfo
 {
     int seqlen_q, seqlen_k;
@@ -25,6 +28,10 @@ struct SeqInfo
             seqlen_k = s.seqlen_k ? s.seqlen_k[b]
                                   : (s.cu_seqlen_k ? s.cu_seqlen_k[b + 1] - s.cu_seqlen_k[b]
                                                    : (s.seqstart_k ? s.seqstart_k[b + 1] - s.seqstart_k[b] : 0));
+            // device data: a negative length (a decreasing seqstart, a bad count) is an empty batch, a huge one is
+            // cut to what the kernels' 32-bit block arithmetic takes (a split range of a negative count overflows)
+            seqlen_q = min(max(0, seqlen_q), kMaxDeviceSeqlen);
+            seqlen_k = min(max(0, seqlen_k), kMaxDeviceSeqlen);
         }
         else
         {
@@ -48,12 +55,13 @@ struct SeqInfo
             const int pages = kv.page_indptr[b + 1] - kv.page_indptr[b];
             const int last  = kv.last_page_lens != nullptr ? min(kv.last_page_lens[b], kv.page_size) : kv.page_size;
             const int64_t keys = pages > 0 ? int64_t(kv.page_size) * (pages - 1) + last : 0;
-            seqlen_k = int(max(int64_t(0), min(keys, int64_t(p.seq.is_group ? INT32_MAX : p.seqlen_k))));
+            seqlen_k = int(max(int64_t(0), min(keys, int64_t(p.seq.is_group ? kMaxDeviceSeqlen : p.seqlen_k))));
         }
         else if (!p.seq.is_group && kv.seqlen_k != nullptr) // clamped to the cache's length (block-table row)
             seqlen_k = max(0, min(kv.seqlen_k[b], p.seqlen_k));
         else if (p.seq.is_group && kv.block_table != nullptr)
-            seqlen_k = int(max(int64_t(0), min(int64_t(seqlen_k), kv.block_table_batch_stride * kv.page_size)));
+            seqlen_k = int(max(int64_t(0), min(min(int64_t(seqlen_k), kv.block_table_batch_stride * kv.page_size),
+                                               int64_t(kMaxDeviceSeqlen))));
         if (kv.page_size > 0)
             k_row0 = 0;
     }

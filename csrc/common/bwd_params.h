@@ -58,7 +58,7 @@ struct BwdParams
     MaskParams mask;
     SeqParams seq;
     ScoreModParams mod; // softcap stays 0: mha_bwd_args has no soft-cap
-    DropoutParams drop; // randval unused
+    DropoutParams drop; // randval: is_store_randval (bwd_store_randval)
 };
 
 } // namespace mha

@@ -151,6 +151,13 @@ int main(int argc, char** argv)
         });
     }
     bwd("bwd_dropout_flag", [](auto& b) { b.p_drop = 0.2f, b.p_undrop = 0.8f, b.has_dropout = false; });
+    bwd("bwd_randval_null", [](auto& b) {
+        b.p_drop = 0.2f, b.p_undrop = 0.8f, b.has_dropout = true, b.is_store_randval = true, b.rand_val_ptr = nullptr;
+    });
+    bwd("bwd_randval_overlap", [](auto& b) { // the heads' random values on the same rows
+        b.p_drop = 0.2f, b.p_undrop = 0.8f, b.has_dropout = true, b.is_store_randval = true;
+        b.rand_val_ptr = b.dq_ptr, b.stride_randval = 128, b.nhead_stride_randval = 0, b.batch_stride_randval = 1 << 20;
+    });
     bwd("bwd_dk_overlap", [](auto& b) { b.stride_dk = b.stride_dv = 2 * 128, b.batch_stride_dk = 128 * 2 * 128; });
     bwd("bwd_dbias_overlap", [](auto& b) {
         b.bias_type = 1, b.has_dbias = true, b.bias_ptr = b.dbias_ptr = const_cast<void*>(b.q_ptr);
@@ -191,8 +198,19 @@ int main(int argc, char** argv)
             s.split_stride_lse_acc = 64;
         });
     split("splitkv_seqlen_big", [](auto& s) { s.seqlen_k = 2147483647; });
-    split("splitkv_group_seqlen_big", [](auto& s) { // group mode: seqlen_k (the longest cache) sizes the splits
-        s.seqstart_q_ptr = s.seqstart_k_ptr = s.q_ptr, s.seqlen_k = 2147483647;
+    // group mode: seqlen_k (the longest cache) only sizes the heuristic and, as CK ignores it, an unset one is no
+    // error (read as 0); the call stops at the next check, the split count
+    split("splitkv_group_seqlen_big", [](auto& s) {
+        s.seqstart_q_ptr = s.seqstart_k_ptr = s.q_ptr, s.seqlen_k = 2147483647, s.num_splits = 200;
+    }, true);
+    // group mode over a block table with per-batch key counts: seqstart_k may be null (stops at the split count)
+    split("splitkv_group_paged_no_seqstart_k", [](auto& s) {
+        s.seqstart_q_ptr = s.seqlen_k_ptr = s.q_ptr, s.seqstart_k_ptr = nullptr, s.num_splits = 200;
+        s.block_table_ptr = const_cast<void*>(s.q_ptr), s.page_block_size = 16, s.batch_stride_block_table = 256;
+    }, true);
+    split("splitkv_group_paged_no_counts", [](auto& s) { // without seqlen_k_ptr the keys come from seqstart_k
+        s.seqstart_q_ptr = s.q_ptr, s.seqstart_k_ptr = nullptr, s.block_table_ptr = const_cast<void*>(s.q_ptr);
+        s.page_block_size = 16, s.batch_stride_block_table = 256;
     }, true);
     split("splitkv_page_neg", [](auto& s) { s.page_block_size = -16; });
     split("splitkv_sink", [](auto& s) { s.sink_size = 4; });
@@ -244,6 +262,9 @@ int main(int argc, char** argv)
     paged("paged_heads", [](auto& a) { a.num_heads = a.num_kv_heads = 70000; });
     paged("paged_o_overlap", [](auto& a) { a.o_stride_head = 64; }); // heads half a head apart
     paged("paged_hnd_token", [](auto& a) { a.k_stride_token = a.v_stride_token = 8; });
+    // head counts no call accepts: the public query answers a count, never divides by zero
+    std::printf("heuristic_bad_heads %d %d\n", aiter::mha_fwd_splitkv_num_splits(1, 32, 0, 1, 1024),
+                aiter::mha_fwd_splitkv_num_splits(1, -2147483647 - 1, -1, 1, 1024, 0, 128, 128, false));
     std::printf("heuristic %d %d %d\n", aiter::mha_fwd_splitkv_num_splits(128, 32, 8, 1, 8192),
                 aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 131072), aiter::mha_fwd_splitkv_num_splits(1, 32, 8, 1, 64));
     // the nine-argument form: a dense d128 cache, a paged one; without a GPU both are the general rule's count

@@ -4,7 +4,9 @@
 // memory is host memory. mha_bwd computes the gradients in fp32 from the arguments alone (strides, seqstarts, the
 // uploaded O and LSE, Philox dropout), independently of the benchmark's packed reference layouts, with P and dS
 // rounded to the input type before the products as a tensor-core kernel rounds them.
-// FAKE_MHA_BWD=unsupported makes every call return -1; FAKE_MHA_BWD=skip_dk leaves dK unwritten (validation must fail).
+// FAKE_MHA_BWD=unsupported makes every call return -1; FAKE_MHA_BWD=skip_dk leaves dK unwritten, scale_dq writes 0.9 dQ,
+// bad_randval stores one wrong random value (the last element of the last batch and head) with is_store_randval:
+// validation must fail each time.
 
 #include "common/philox.h"
 #include "mha_bwd.h"
@@ -118,7 +120,8 @@ void backward(const mha_bwd_args& a)
     T* dk          = static_cast<T*>(a.dk_ptr);
     T* dv          = static_cast<T*>(a.dv_ptr);
     T* dbias       = static_cast<T*>(a.dbias_ptr);
-    const bool skip_dk = std::getenv("FAKE_MHA_BWD") != nullptr && std::string(std::getenv("FAKE_MHA_BWD")) == "skip_dk";
+    const std::string mode = std::getenv("FAKE_MHA_BWD") != nullptr ? std::getenv("FAKE_MHA_BWD") : "";
+    const bool skip_dk = mode == "skip_dk", bad_randval = mode == "bad_randval", scale_dq = mode == "scale_dq";
 
     uint64_t seed = 0, offset = 0;
     if (auto* v2 = std::get_if<std::pair<uint64_t, uint64_t>>(&a.drop_seed_offset))
@@ -158,6 +161,13 @@ void backward(const mha_bwd_args& a)
                 std::vector<float> dq_acc(size_t(a.hdim_q), 0.f);
                 for (int j = 0; j < sk; ++j)
                 {
+                    if (a.has_dropout && a.is_store_randval) // every element, masked ones too (as the library)
+                    {
+                        uint8_t rv = mha::dropout_value(seed, offset, uint32_t(b) * uint32_t(a.nhead_q) + uint32_t(h), i, j);
+                        rv ^= bad_randval && b == a.batch - 1 && h == a.nhead_q - 1 && i == sq - 1 && j == sk - 1;
+                        static_cast<uint8_t*>(a.rand_val_ptr)[row0(a, sq_start, b, a.stride_randval, a.batch_stride_randval) +
+                                                              int64_t(h) * a.nhead_stride_randval + int64_t(i) * a.stride_randval + j] = rv;
+                    }
                     float ds = 0.f;
                     if (mask.visible(i, j, sq, sk))
                     {
@@ -198,7 +208,7 @@ void backward(const mha_bwd_args& a)
                               int64_t(i) * a.stride_dbias + j] = from_float<T>(ds);
                 }
                 for (int x = 0; x < a.hdim_q; ++x)
-                    dq_at(i)[x] = from_float<T>(dq_acc[x]);
+                    dq_at(i)[x] = from_float<T>(dq_acc[x] * (scale_dq ? 0.9f : 1.f));
             }
             for (int j = 0; j < sk; ++j)
             {

@@ -331,9 +331,14 @@ bool bigpool_case()
 // cap, and the reference sees cap keys)
 // tile: on an sm_90 GPU, a substring the split-KV call's kernel name must contain (its tile, e.g. "b16x32")
 // group: the split-KV call in group mode (Q / O [total_q, h, d], partials [splits, h, total_q(, d)]); its key
-// counts over a block table clamp to the table row (cap a multiple of page: to cap)
+// counts over a block table clamp to the table row (cap a multiple of page: to cap). A dense cache keeps batch i's
+// keys at seqstart_k[i] = i * cap.
+// quirks (group mode): kNoSeqstartK passes no seqstart_k (a block table with key counts needs none), kSeqlenKUnset
+// leaves seqlen_k at -1 (CK ignores it in group mode: read as 0), kNegativeEmpty gives the empty sequences a key
+// count of -1000 (an empty batch; its split ranges once overflowed)
+enum RaggedQuirk { kNoSeqstartK = 1, kSeqlenKUnset = 2, kNegativeEmpty = 4 };
 bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, int page, int sq, uint32_t seed,
-                 int d = 128, int over = 0, const char* tile = nullptr, bool group = false)
+                 int d = 128, int over = 0, const char* tile = nullptr, bool group = false, int quirks = 0)
 {
     const int b = int(lens.size()), h = 32, hk = 8;
     std::mt19937 g(seed);
@@ -382,10 +387,13 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
             std::copy_n(v.begin() + (t * hk + hh / ratio) * d, d, vx.begin() + (t * h + hh) * d);
         }
     bf16 *dq = upload(q), *dk = upload(kx), *dv = upload(vx), *dkc = upload(kc), *dvc = upload(vc);
-    std::vector<int> given = lens;
+    std::vector<int> given = lens, cache_starts(b + 1);
     for (int& x : given)
-        x += x == cap ? over : 0;
+        x += x == cap ? over : (x == 0 && (quirks & kNegativeEmpty) ? -1000 : 0);
+    for (int i = 0; i <= b; ++i)
+        cache_starts[i] = i * cap;
     int *dqs = upload(qs), *dks = upload(ks), *dl = upload(given), *dt = page > 0 ? upload(table) : nullptr;
+    int* dcs = upload(cache_starts);
     const size_t on = size_t(tq) * h * d;
     bf16 *o1 = nullptr, *o2 = nullptr;
     float *l1 = nullptr, *l2 = nullptr, *lacc = nullptr, *oacc = nullptr;
@@ -416,9 +424,11 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
     s.nhead_stride_lse_acc = sq, s.batch_stride_lse_acc = h * sq, s.split_stride_lse_acc = b * h * sq;
     if (group) // rows at their physical (seqstart_q) position; partials [splits, h, total_q(, d)]
     {
-        s.seqstart_q_ptr = dqs, s.seqstart_k_ptr = dks;
+        s.seqstart_q_ptr = dqs, s.seqstart_k_ptr = quirks & kNoSeqstartK ? nullptr : page > 0 ? dks : dcs;
         s.nhead_stride_o_acc = tq * d, s.split_stride_o_acc = h * tq * d;
         s.nhead_stride_lse_acc = tq, s.split_stride_lse_acc = h * tq;
+        if (quirks & kSeqlenKUnset)
+            s.seqlen_k = -1;
     }
     s.window_size_left = -1, s.window_size_right = wr, s.mask_type = mask_type;
     const float t2 = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", group,
@@ -446,7 +456,7 @@ bool ragged_case(const char* name, std::vector<int> lens, int cap, int splits, i
         ok = compare(name, download(o1, on), download(o2, on), download(l1, size_t(h) * tq),
                      download(l2, size_t(h) * tq));
     for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)dkc, (void*)dvc, (void*)dqs, (void*)dks, (void*)dl,
-                    (void*)dt, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
+                    (void*)dt, (void*)dcs, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)lacc, (void*)oacc})
         cudaFree(x);
     return ok;
 }
@@ -1277,6 +1287,19 @@ int main()
     }
     ok &= ragged_case("ragged splitkv group mode causal sq=3 page=128", {2048, 5, 1000}, 2048, 3, 128, 3, 104, 128,
                       5000, nullptr, true);
+    // group mode as CK takes it: no seqstart_k over a block table with key counts, seqlen_k left unset
+    for (int splits : {8, 0})
+    {
+        char name[96];
+        std::snprintf(name, sizeof(name), "ragged splitkv group mode no seqstart_k, seqlen_k unset splits=%d", splits);
+        ok &= ragged_case(name, {2048, 1, 700, 2048}, 2048, splits, 16, 1, 120 + splits, 128, 0, nullptr, true,
+                          kNoSeqstartK | kSeqlenKUnset);
+    }
+    // a negative group-mode key count is an empty batch (dense and paged; 4 and 16 splits)
+    ok &= ragged_case("ragged splitkv group mode negative count dense", {700, 0, 300}, 700, 4, 0, 1, 125, 128, 0,
+                      nullptr, true, kNegativeEmpty);
+    ok &= ragged_case("ragged splitkv group mode negative count page=16", {700, 0, 300}, 704, 16, 16, 1, 126, 128, 0,
+                      nullptr, true, kNegativeEmpty);
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
         ok &= graph_case(b, splits);
     ok &= concurrent_merge_case();
