@@ -273,7 +273,8 @@ struct mha_batch_prefill_args
     ck_tile::index_t nhead_q;
     ck_tile::index_t nhead_k;
 
-    int32_t num_total_pages;
+    int32_t num_total_pages; // >= 0; not read otherwise: page ids are trusted device data (CK's view zero-fills
+                             // reads of ids past it; ours would read past the pool)
     ck_tile::index_t page_block_size;
     void* kv_indptr;
     void* kv_page_indices;

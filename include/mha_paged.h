@@ -25,7 +25,8 @@
 // stride block_size x head_size).
 // Score of query head h and token t of a context of n tokens (paged_attention_v1, AITER's pa_v1 order):
 //   s = scale * q.k; s += alibi_slopes[h] * (t - n + 1); s = cap * tanh(s / cap) when logits_soft_cap > 0;
-// with a sliding window W > 0, only the tokens t >= n - W are seen (the others get no weight).
+// with a sliding window W > 0, only the tokens t >= n - W are seen (the others get no weight, and the blocks that hold
+// only such tokens are never read: their block-table entries may be stale).
 
 #include "mha_fwd.h"
 

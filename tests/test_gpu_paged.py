@@ -141,6 +141,38 @@ def test_v1_token_major_caches_with_their_strides(kind):
     assert within_bar(out, ref)
 
 
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+@pytest.mark.parametrize("block,partition", [(16, 256), (32, 64)])
+def test_v1_blocks_before_the_window_are_never_read(layout, block, partition):
+    # an engine may free the blocks that lie wholly before a sliding window: their table entries then point at a
+    # NaN block here (before the fix, up to 31 tokens before the window were read, and 0 x NaN in P V gave NaN)
+    window = 100
+    q, k5, v4, tables, lens = make_case(91 + block, 6, 16, 4, 128, block, 1000, torch.bfloat16)
+    nb = k5.shape[0]
+    tables = tables % (nb - 1)  # block nb - 1: the poison
+    k5[nb - 1], v4[nb - 1] = float("nan"), float("nan")
+    stale = tables.clone()
+    for s, n in enumerate(lens.tolist()):
+        lo = max(0, n - window)
+        stale[s, :lo // block] = nb - 1  # blocks wholly before the window
+    assert (stale == nb - 1).sum() > 6
+    out = run_v1(q, k5, v4, stale, lens, 1000, 128 ** -0.5, layout, partition=partition, window=window)
+    assert torch.isfinite(out).all()
+    assert within_bar(out, reference(q, k5, v4, tables, lens, 128 ** -0.5, window=window))
+
+
+@pytest.mark.parametrize("partition", [64, 1024])
+def test_v1_nan_in_a_visible_key_gives_nan_whatever_the_partitions(partition):
+    # NaN in, NaN out: a NaN key score reaches the output through one partition or through the partition combine
+    q, k5, v4, tables, lens = make_case(93, 2, 8, 2, 128, 16, 900, torch.bfloat16)
+    lens[:] = 900
+    tables = torch.arange(tables.numel(), dtype=torch.int32, device=DEV).reshape(tables.shape)  # no shared blocks
+    k5[tables[1, 40].item(), 1] = float("nan")  # tokens 640-655 of sequence 1 (partition 10 of 64 tokens), KV head 1
+    out = run_v1(q, k5, v4, tables, lens, 900, 128 ** -0.5, partition=partition)
+    assert torch.isnan(out[1, 4:8]).all(), out[1, 4:8]  # the group of KV head 1
+    assert torch.isfinite(out[1, :4]).all() and torch.isfinite(out[0]).all()
+
+
 def test_v1_nonpositive_softcap_and_window_are_off():
     # AITER's pa_v1 treats logits_soft_cap <= 0 and sliding_window <= 0 as off
     q, k5, v4, tables, lens = make_case(77, 3, 8, 2, 128, 16, 600, torch.bfloat16)

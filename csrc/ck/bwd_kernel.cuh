@@ -188,8 +188,9 @@ __global__ void __launch_bounds__(kThreads) bwd_store_randval(const __grid_const
     const uint64_t seed   = d.seed_ptr ? *d.seed_ptr : d.seed;
     const uint64_t offset = d.offset_ptr ? *d.offset_ptr : d.offset;
     const uint32_t bh     = uint32_t(b) * uint32_t(p.nhead_q) + uint32_t(h);
-    uint8_t* const base   = d.randval + (p.seq.is_group ? seq.q_row0 * d.randval_row_stride : b * d.randval_batch_stride) +
-                          h * d.randval_head_stride;
+    uint8_t* const base =
+        d.randval + (p.seq.is_group ? seq.q_row0 * d.randval_row_stride : b * d.randval_batch_stride) +
+        h * d.randval_head_stride;
     const int t = threadIdx.x;
     const int col = c0 + (t % 4) * 8 + (t / 4 % 4) * 2; // column % 32 / 8 = t % 4, column % 8 / 2 = t / 4 % 4
     const int r8  = t / 16;                             // row % 8

@@ -95,8 +95,9 @@ __device__ __forceinline__ float score_mod(float s, const Params& p, int head, i
 //   v1_ls floats, likewise); HND K chunk-major as in the cache, [Dp / 8][kV1Tile tokens][8]; HND V^T by v_unit
 //   (below: a block's 8-token chunks of one dim together, XOR-swizzled); NHD K and V [kV1Tile tokens][Dp] with the
 //   16-byte chunks of row t XORed with t % 8 (V through ldmatrix.trans).
-// Tokens past the context are zero-filled (V) and -inf (S); a sliding window skips whole tiles before it. The Q rows
-// and the partition's block ids arrive together by cp.async (one round trip before the first K copy). The grid
+// Tokens past the context or before a sliding window are zero-filled (K, V: their block ids are never used) and -inf
+// (S); the window skips whole tiles before it. The Q rows and the partition's block ids arrive together by cp.async
+// (one round trip before the first K copy). The grid
 // adapts to its size: a large one merges the caller's partitions k at a time (v1_merge_partitions), a small one
 // splits each partition over a thread-block cluster merging through distributed shared memory (v1_cluster), and the
 // partition combine is a programmatic dependent launch (sm_90).
@@ -244,7 +245,7 @@ __device__ __forceinline__ void v1_cluster_merge(const Params& p, const float (&
                 mc[c] = M == -INFINITY ? 0.f : __expf(mc[c] - M); // (a rank with no tokens: sum 0)
                 L += lc[c] * mc[c];
             }
-        const float inv = L > 0.f ? 1.f / L : 0.f;
+        const float inv = L == 0.f ? 0.f : 1.f / L; // a NaN sum (NaN in Q, K or V) stays NaN, as in one partition
 #pragma unroll
         for (int c = 0; c < kV1MaxCluster; ++c)
             if (c < csplit)
@@ -350,9 +351,11 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
     // exact quotient, and stays below the next integer while block_size * (quotient + 1) < 2^20
     const float inv_bs = __frcp_rn(float(bs)) * (1.f + 1.f / (1 << 20));
 
-    // Tile f < nt: K of tokens first + f * kV1Tile; tile nt + f: their V; slot f % slots. The lanes of a warp walk
-    // the cache in memory order, so that each 8-lane phase of a 16-byte copy reads 128 contiguous bytes where the
-    // layout has them (one L2 request of four sectors, not four of one):
+    // Tile f < nt: K of tokens first + f * kV1Tile; tile nt + f: their V; slot f % slots. Tokens past the context and
+    // before the window are zero-filled, their block ids never used (an engine may have freed a block that lies wholly
+    // before the window and left a stale id in the table: reading it could fault, or put NaN into P V). The lanes of
+    // a warp walk the cache in memory order, so that each 8-lane phase of a 16-byte copy reads 128 contiguous bytes
+    // where the layout has them (one L2 request of four sectors, not four of one):
     //   HND K (chunk c of a block: its tokens, 16 bytes each): lane = token, warp w = chunks w, w + 4, ...
     //   HND V (dim d of a block: its tokens, 2 bytes each): a thread keeps one 8-token chunk tc and walks dims
     //         dl, dl + 32, ...; the tc chunks of one block (cpb of them: 1, 2 or 4) are the fastest lanes
@@ -383,7 +386,7 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
             for (int j = tid; j < kV1Tile * C; j += kV1Threads)
             {
                 const int r = __float2int_rz(float(j) * inv), c = j - r * C, o = o0 + r;
-                const bool live = start + o < end && c < vc_n;
+                const bool live = start + o < end && start + o >= lo && c < vc_n;
                 const T* from = src;
                 if (live)
                 {
@@ -396,7 +399,7 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
         else if (is_k)
         {
             const int o = o0 + lane;
-            const bool live = start + o < end;
+            const bool live = start + o < end && start + o >= lo;
             const T* from = kc;
             if (live)
             {
@@ -409,7 +412,8 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
         }
         else // HND V: 8 tokens of one dim per chunk (block_size % 8 == 0), into V^T
         {
-            const int o = o0 + kX * v_tc, n = min(kX, end - start - o);
+            // a chunk wholly before the window is not read (n = 0); one that holds token lo lies in lo's block
+            const int o = o0 + kX * v_tc, n = start + o + kX > lo ? min(kX, end - start - o) : 0;
             const T* from = vc;
             if (n > 0)
             {
@@ -571,7 +575,7 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_kernel(const __grid_constant
         const int r = g + 8 * h;
         if (r >= G)
             continue;
-        const float sum = stat[kMaxGroup + r], inv = sum > 0.f ? 1.f / sum : 0.f;
+        const float sum = stat[kMaxGroup + r], inv = sum == 0.f ? 0.f : 1.f / sum;
         const int head = head0 + r;
         T* dst = p.num_partitions == 1
                      ? static_cast<T*>(p.out) + int64_t(seq) * p.o_seq + int64_t(head) * p.o_head
@@ -622,23 +626,25 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_c
     const int64_t base = (int64_t(seq) * p.num_heads + h) * p.num_partitions;
     const float* es = p.exp_sums + base;
     const float* ml = p.max_logits + base;
+    // empty partitions (sum 0: no token in the context or the window) take no part; a NaN one (NaN in Q, K or V)
+    // makes the output NaN, as it does when the sequence is one partition
     float m = -INFINITY;
     for (int i = tid; i < parts; i += kV1Threads)
-        if (es[i] > 0.f)
+        if (es[i] != 0.f)
             m = fmaxf(m, ml[i]);
     m = block_reduce(m, true, red);
     float total = 0.f;
     for (int i = tid; i < parts; i += kV1Threads)
-        if (es[i] > 0.f)
+        if (es[i] != 0.f)
             total += es[i] * __expf(ml[i] - m);
     total = block_reduce(total, false, red);
-    const float inv = total > 0.f ? 1.f / total : 0.f;
+    const float inv = total == 0.f ? 0.f : 1.f / total;
     const T* tmp = static_cast<const T*>(p.tmp_out) + base * D;
     float acc[kMaxHead / kV1Threads] = {};
     for (int i0 = 0; i0 < parts; i0 += kV1Threads)
     {
         const int i = i0 + tid;
-        w_s[tid] = i < parts && es[i] > 0.f ? es[i] * __expf(ml[i] - m) * inv : 0.f; // empty partitions wrote zeros
+        w_s[tid] = i < parts && es[i] != 0.f ? es[i] * __expf(ml[i] - m) * inv : 0.f; // empty partitions wrote zeros
         __syncthreads();
         const int n = min(kV1Threads, parts - i0);
 #pragma unroll

@@ -4,9 +4,9 @@
 // memory is host memory. mha_bwd computes the gradients in fp32 from the arguments alone (strides, seqstarts, the
 // uploaded O and LSE, Philox dropout), independently of the benchmark's packed reference layouts, with P and dS
 // rounded to the input type before the products as a tensor-core kernel rounds them.
-// FAKE_MHA_BWD=unsupported makes every call return -1; FAKE_MHA_BWD=skip_dk leaves dK unwritten, scale_dq writes 0.9 dQ,
-// bad_randval stores one wrong random value (the last element of the last batch and head) with is_store_randval:
-// validation must fail each time.
+// FAKE_MHA_BWD=unsupported makes every call return -1; FAKE_MHA_BWD=skip_dk leaves dK unwritten, scale_dq writes
+// 0.9 dQ, bad_randval stores one wrong random value (the last element of the last batch and head) with
+// is_store_randval: validation must fail each time.
 
 #include "common/philox.h"
 #include "mha_bwd.h"
@@ -163,10 +163,12 @@ void backward(const mha_bwd_args& a)
                 {
                     if (a.has_dropout && a.is_store_randval) // every element, masked ones too (as the library)
                     {
-                        uint8_t rv = mha::dropout_value(seed, offset, uint32_t(b) * uint32_t(a.nhead_q) + uint32_t(h), i, j);
+                        const uint32_t bh = uint32_t(b) * uint32_t(a.nhead_q) + uint32_t(h);
+                        uint8_t rv = mha::dropout_value(seed, offset, bh, i, j);
                         rv ^= bad_randval && b == a.batch - 1 && h == a.nhead_q - 1 && i == sq - 1 && j == sk - 1;
-                        static_cast<uint8_t*>(a.rand_val_ptr)[row0(a, sq_start, b, a.stride_randval, a.batch_stride_randval) +
-                                                              int64_t(h) * a.nhead_stride_randval + int64_t(i) * a.stride_randval + j] = rv;
+                        uint8_t* const rows = static_cast<uint8_t*>(a.rand_val_ptr) +
+                                              row0(a, sq_start, b, a.stride_randval, a.batch_stride_randval);
+                        rows[int64_t(h) * a.nhead_stride_randval + int64_t(i) * a.stride_randval + j] = rv;
                     }
                     float ds = 0.f;
                     if (mask.visible(i, j, sq, sk))

@@ -1,8 +1,9 @@
 // Torch-free GPU check of the two paged-attention implementations (include/mha_paged.h) against a float64 reference
 // on fresh random caches: both cache layouts, head sizes on and off the kernel's 64-dim padding, block sizes that are
 // and are not multiples of 16 / 32, GQA groups of 1, 3, 4 and 16, partitions through the workspace, ALiBi, soft-cap,
-// sliding windows, empty and clamped contexts, partitions split over thread-block clusters and merged in large
-// grids, token-major caches by explicit token strides (AITER's 4-D HND, NHD with padded heads), NaN-poisoned outputs.
+// sliding windows (stale block ids before them, never read), empty and clamped contexts, partitions split over
+// thread-block clusters and merged in large grids, token-major caches by explicit token strides (AITER's 4-D HND, NHD
+// with padded heads), NaN-poisoned outputs.
 // Small enough to run under compute-sanitizer.
 // Build (any machine with nvcc; runs on an sm_90 GPU):
 //   nvcc -std=c++17 -O2 -Iinclude -Icsrc -gencode=arch=compute_90a,code=sm_90a -cudart static \
@@ -156,6 +157,12 @@ static bool run_case(const Case& c, std::mt19937& rng)
             }
         }
 
+    // blocks wholly before a sliding window may have been freed by the engine: stale ids far past the pool there
+    // (the kernels must not read them: a fault, or NaN through P V)
+    if (c.window > 0)
+        for (int s = 0; s < S; ++s)
+            for (int bi = 0; bi < std::max(0, lens[s] - c.window) / bs; ++bi)
+                tables[size_t(s) * per_seq + bi] = 0x7fffffff;
     uint16_t *dq = upload(qh), *dk = upload(kh), *dv = upload(vh), *dva = upload(va), *dout = nullptr;
     int32_t *dt = upload(tables), *dl = upload(lens);
     float* dal = upload(alibi);
