@@ -176,15 +176,25 @@ def resolve_selection(a):
     return apis, dtypes, hdims, variants, archs
 
 
+ENTRY_POINTS = {"fwd": "mha_fwd", "fwd_splitkv": "mha_fwd_splitkv / mha_batch_prefill", "bwd": "mha_bwd"}
+
+
 def check_nonempty(everything, chosen, apis, dtypes, hdims, pattern, variants):
-    """Every requested api gets at least one instance, else the build would link a library without kernels."""
+    """Every requested api gets at least one instance, else the build would link a library without kernels; an api
+    that serves several entry points (fwd) and is left with none for one of them gets a note naming it."""
     for api in apis:
+        kinds = gen.API_INSTANCES[api]
         if not gen.select(chosen, [api], None, None, ""):
-            kinds = gen.API_INSTANCES[api]
             have = sorted({i.variant for i in everything if i.api in kinds})
             raise BuildError(f"no instance for --api {api} matches the selection (dtypes {','.join(dtypes)}; hdims "
                              f"{','.join(hdims) if hdims else 'all'}; variants {','.join(variants)}"
                              f"{'; filter ' + repr(pattern) if pattern else ''}); its variants are {', '.join(have)}")
+        for kind in kinds:
+            if not any(i.api == kind for i in chosen):
+                have = sorted({i.variant for i in everything if i.api == kind})
+                print(f"[compile.py] note: --api {api} with this selection builds no {kind} instance: "
+                      f"{ENTRY_POINTS[kind]} will answer 'not in this build' (its variants are {', '.join(have)})",
+                      file=sys.stderr)
 
 
 def max_jobs() -> str:

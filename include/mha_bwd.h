@@ -18,7 +18,7 @@ struct mha_bwd_args
     // aiter control
     bool use_asm_v3;
     bool v3_atomic_fp32; // AITER: asm dQ accumulation in fp32 (1) or fp16/bf16 (0); accepted, dQ is always fp32 here
-    int v3_bf16_cvt;     // 0 RTNE, 1 RTNA, 2 RTZ
+    int v3_bf16_cvt;     // AITER: the asm backward's bf16 rounding (0 RTNE, 1 RTNA, 2 RTZ); accepted, ck rounds RTNE
     bool v3_api_check;   // as AITER HEAD's mha_bwd: no asm backward answers, so the ck backward runs (it launches)
 
     // traits

@@ -2,8 +2,13 @@
 
 Before collection (the binding tests import aiter_mha at module load), pytest_configure finds a build: MHA_BUILD_DIR
 or the repository root when they already hold one (the GPU machine builds there with build_mha.sh); otherwise it
-builds the `ci` preset for sm_90a into a temporary directory (no GPU needed) and points MHA_BUILD_DIR at it. The
-`built` fixture returns that directory, or skips with the reason the build could not be made.
+builds the `ci` preset for sm_90a into a temporary directory (no GPU needed, removed at the end) and points
+MHA_BUILD_DIR at it. An existing build older than the sources stops the run (its ninja graph has work to do, or a
+benchmark is older than benchmark/ or include/): rebuild it, or set MHA_ALLOW_STALE_BUILD=1. The `built` fixture
+returns the build directory, or skips with the reason it could not be made.
+
+MHA_REQUIRE_ALL_KERNELS=1 (the GPU machine's full-build runs) turns the GPU tests' "not in this build" skips into
+failures, so a missing instance cannot hide a case.
 """
 import os
 import shutil
@@ -36,6 +41,28 @@ def _has_build(d):
     return all(os.path.exists(os.path.join(d, f)) for f in ("libmha_fwd.so", "libmha_bwd.so", "benchmark_mha_fwd"))
 
 
+def stale_build(d):
+    """Why the build in d is older than the sources, or "" when it is current (or cannot be judged)."""
+    ninja = shutil.which("ninja")
+    graph = os.path.join(d, "build")
+    if ninja and os.path.exists(os.path.join(graph, "build.ninja")):
+        r = subprocess.run([ninja, "-C", graph, "-n"], capture_output=True, text=True)
+        if r.returncode != 0 or "no work to do" not in r.stdout:
+            return f"its ninja graph ({graph}) has work to do"
+    srcs = [os.path.join(ROOT, sub, f) for sub in ("benchmark", "include") for f in os.listdir(os.path.join(ROOT, sub))]
+    newest = max(os.path.getmtime(f) for f in srcs)
+    for exe in ("benchmark_mha_fwd", "benchmark_mha_bwd"):
+        path = os.path.join(d, exe)
+        if os.path.exists(path) and os.path.getmtime(path) < newest:
+            return f"{exe} is older than benchmark/ or include/"
+    return ""
+
+
+def require_all_kernels():
+    """True when "not in this build" must fail a GPU test instead of skipping it (MHA_REQUIRE_ALL_KERNELS=1)."""
+    return os.environ.get("MHA_REQUIRE_ALL_KERNELS") == "1"
+
+
 def gpu_available():
     """(True, "") when an NVIDIA GPU is usable, else (False, reason)."""
     smi = shutil.which("nvidia-smi")
@@ -50,6 +77,10 @@ def gpu_available():
 def _ensure_build():
     for d in (os.environ.get("MHA_BUILD_DIR"), ROOT):
         if d and _has_build(d):
+            why = stale_build(d) if os.environ.get("MHA_ALLOW_STALE_BUILD") != "1" else ""
+            if why:
+                raise pytest.UsageError(f"the build in {d} is older than the sources: {why}. Rebuild it (bash "
+                                        f"build_mha.sh all, in {d}) or set MHA_ALLOW_STALE_BUILD=1")
             return d, ""
     if shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"):
         return None, "nvcc not found: cannot build the libraries"
@@ -60,7 +91,9 @@ def _ensure_build():
     r = subprocess.run(["bash", os.path.join(ROOT, "build_mha.sh"), "all"], cwd=d, env=env, capture_output=True,
                        text=True)
     if r.returncode != 0:
+        shutil.rmtree(d, ignore_errors=True)
         return None, f"ci-preset build failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    _BUILD["temporary"] = d
     return d, ""
 
 
@@ -72,6 +105,11 @@ def pytest_configure(config):
     _BUILD["dir"], _BUILD["why"] = _ensure_build()
     if _BUILD["dir"]:
         os.environ["MHA_BUILD_DIR"] = _BUILD["dir"]
+
+
+def pytest_unconfigure(config):
+    if _BUILD.get("temporary"):
+        shutil.rmtree(_BUILD["temporary"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

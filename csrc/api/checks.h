@@ -24,6 +24,18 @@ constexpr int kMaxSeqlen = 2147483647 - 4095;
 // Group mode: the largest window on the side whose reach depends on the batches' key counts (mask_params)
 constexpr int kMaxGroupWindow = 1 << 30;
 
+// "; rebuild with `python3 compile.py --arch <target>`" for a GPU of compute capability cc, with compile.py's name of
+// its target (sm_90a, sm_100a and sm_120a carry the "a"), or a note that compile.py has none.
+inline std::string rebuild_hint(int cc)
+{
+    switch (cc)
+    {
+    case 80: case 86: case 89: return "; rebuild with `python3 compile.py --arch sm_" + str(cc) + "`";
+    case 90: case 100: case 120: return "; rebuild with `python3 compile.py --arch sm_" + str(cc) + "a`";
+    default: return "; compile.py has no target for it";
+    }
+}
+
 // seqstart / seqlen / cu_seqlen pointers and lengths of batch or group mode: a reason string, or "" when valid.
 template <typename Args>
 std::string invalid_sequences(const Args& a)

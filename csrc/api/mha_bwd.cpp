@@ -149,8 +149,9 @@ const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, int features, 
             slot = &in;
     }
     if (best == nullptr)
-        missing = unbuilt ? "not in this build; add it with `python3 compile.py " + std::string(unbuilt->compile_hint) +
-                                "`"
+        missing = unbuilt ? "not in this build; rebuild with `python3 compile.py " + std::string(unbuilt->compile_hint) +
+                                "` merged into this build's options (a build holds exactly what its options select; "
+                                "no options: every instance)"
                           : "no backward instance covers these head dims";
     return best;
 }
@@ -240,7 +241,7 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
         return fail("mha_bwd: " + why);
     if (!arch_built(cc))
         return fail("mha_bwd: this library was built for " + std::string(kBwdBuildInfo.archs) + " but the GPU is sm_" +
-                    str(cc) + "; rebuild with `python3 compile.py --arch sm_" + str(cc) + (cc == 90 ? "a`" : "`"));
+                    str(cc) + rebuild_hint(cc));
     mha_set_last_kernel_name(in->name);
     if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
         return fail("mha_bwd: " + why);

@@ -227,7 +227,8 @@ const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v
         return best;
     if (unbuilt != nullptr)
         missing = std::string("instance ") + unbuilt->name + " is not in this build; rebuild with `python3 compile.py " +
-                  unbuilt->compile_hint + "` (or --preset all)";
+                  unbuilt->compile_hint + "` merged into this build's options (a build holds exactly what its "
+                  "options select; no options: every instance)";
     else
         missing = "no instance covers head dims " + str(hdim_q) + "/" + str(hdim_v);
     return nullptr;
@@ -369,8 +370,7 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
         return fail("mha_fwd: " + why);
     if (!arch_built(cc))
         return fail("mha_fwd: this library was built for " + std::string(kBuildInfo.archs) +
-                    " but the GPU is sm_" + str(cc) + "; rebuild with `python3 compile.py --arch sm_" + str(cc) +
-                    (cc == 90 ? "a`" : "`"));
+                    " but the GPU is sm_" + str(cc) + rebuild_hint(cc));
 
     mha_set_last_kernel_name(in->name);
     if (nothing_to_do)
@@ -934,7 +934,7 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
         return fail(who + ": " + why);
     if (!arch_built(cc))
         return fail(who + ": this library was built for " + std::string(kBuildInfo.archs) + " but the GPU is sm_" +
-                    str(cc));
+                    str(cc) + rebuild_hint(cc));
     aiter::mha_set_last_kernel_name(in->name);
     if ((f.is_group_mode ? f.max_seqlen_q : f.seqlen_q) == 0)
         return 0.f;
