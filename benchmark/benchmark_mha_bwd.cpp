@@ -514,10 +514,11 @@ double tolerance(const BwdConfig& c)
     return std::is_same_v<T, __nv_bfloat16> && c.hdim_q > 128 && c.hdim_v > 128 ? kTolBf16Large : kTol;
 }
 
-// AITER's elementwise check, and ours on top: the largest error at most kMaxRelErr of the largest reference value.
-// Inputs in [-1, 1) make dQ and dK about as small as AITER's atol, so its check alone passes a dQ off by 10% or one
-// without D on unmasked shapes. Every run of smoke_test_bwd.sh must pass both.
-constexpr double kMaxRelErr = 0.05;
+// AITER's elementwise check, and ours on top: the largest error at most kMaxRelErr of the largest reference value, or
+// a tenth of AITER's tolerance where the gradient is about zero (one visible key per row: dS = P (dP - D) cancels to
+// rounding noise). Inputs in [-1, 1) make dQ and dK about as small as AITER's atol, so its check alone passes a dQ off
+// by 10% or one without D on unmasked shapes. Every run of smoke_test_bwd.sh must pass both.
+constexpr double kMaxRelErr = 0.05, kRelErrFloor = 0.1;
 bool check_grad(const float* out, const float* ref, int64_t n, int rows, int cols, double tol, const char* msg,
                 std::ostream& log)
 {
@@ -527,10 +528,10 @@ bool check_grad(const float* out, const float* ref, int64_t n, int rows, int col
     for (int64_t i = 0; i < n; ++i)
         max_ref = std::max(max_ref, double(std::abs(ref[i]))),
         max_err = std::max(max_err, double(std::abs(out[i] - ref[i])));
-    if (max_err <= kMaxRelErr * max_ref)
+    if (max_err <= std::max(kMaxRelErr * max_ref, kRelErrFloor * tol))
         return true;
     log << msg << "\n" << std::setprecision(7) << "max err: " << max_err << " > " << kMaxRelErr
-        << " x max |ref| (" << max_ref << ")\n";
+        << " x max |ref| (" << max_ref << ") and > " << kRelErrFloor * tol << "\n";
     return false;
 }
 

@@ -187,6 +187,8 @@ FAKE_CASES = [
     "-mode=1 -b=3 -h=2 -s=40 -s_k=70 -d=16 -d_v=64 -mask=g:16,8 -bias=a:1 -p_drop=0.2 -drop_prefs=1 -drop_offset=9",
     "-mode=0 -b=2 -h=6 -h_k=3 -s=1 -s_k=33 -d=24 -mask=xt:8 -bias=e:2 -dbias=1 -iperm=1 -operm=0 -init=0",
     "-mode=0 -b=1 -h=2 -h_k=1 -s=33 -s_k=0 -mask=2 -deterministic=1 -init=2",
+    "-mode=0 -b=2 -h=2 -s=10 -s_k=1 -bias=e -dbias=1",  # one key per row: dS cancels to noise (the relative floor)
+    "-mode=0 -b=2 -h=3 -h_k=1 -s=64 -s_k=64 -mask=t:0,0 -prec=bf16",  # the diagonal alone, likewise
 ]
 
 
