@@ -143,7 +143,7 @@ inline std::string unsupported_reason(const BwdConfig& c)
 }
 
 // AITER's header, batch 0's lengths in s: (as benchmark_mha_fwd). s_randval as AITER prints it (p_drop > 0 with
-// validation), though the library stores no random values here: the host rebuilds them.
+// validation): mha_bwd stores its random values then (is_store_randval), and -v=1 checks them.
 inline std::string header_line(const BwdConfig& c)
 {
     std::ostringstream os;

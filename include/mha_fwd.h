@@ -176,6 +176,7 @@ struct mha_fwd_args
 //   when num_splits is 0).
 // - A mask_enum argument other than no_mask with args.mask_type 0 runs args.mask_type 2 (bottom-right anchor, the
 //   args' windows), as CK, whose masked kernels anchor top-left only for args.mask_type 1 (mha_batch_prefill too).
+//   Not copied: CK's ALiBi for such a call with a non-causal window takes its vertical mode; ours bottom-right.
 // - has_sink enables sink tokens (sink_size); there are no sink logits in this struct. No dropout (as in AITER).
 struct mha_fwd_splitkv_args
 {

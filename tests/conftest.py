@@ -4,7 +4,7 @@ Before collection (the binding tests import aiter_mha at module load), pytest_co
 or the repository root when they already hold one (the GPU machine builds there with build_mha.sh); otherwise it
 builds the `ci` preset for sm_90a into a temporary directory (no GPU needed, removed at the end) and points
 MHA_BUILD_DIR at it. An existing build older than the sources stops the run (its ninja graph has work to do, or a
-benchmark is older than benchmark/ or include/): rebuild it, or set MHA_ALLOW_STALE_BUILD=1. The `built` fixture
+benchmark is older than its sources): rebuild it, or set MHA_ALLOW_STALE_BUILD=1. The `built` fixture
 returns the build directory, or skips with the reason it could not be made.
 
 MHA_REQUIRE_ALL_KERNELS=1 (the GPU machine's full-build runs) turns the GPU tests' "not in this build" skips into
@@ -49,12 +49,12 @@ def stale_build(d):
         r = subprocess.run([ninja, "-C", graph, "-n"], capture_output=True, text=True)
         if r.returncode != 0 or "no work to do" not in r.stdout:
             return f"its ninja graph ({graph}) has work to do"
-    srcs = [os.path.join(ROOT, sub, f) for sub in ("benchmark", "include") for f in os.listdir(os.path.join(ROOT, sub))]
-    newest = max(os.path.getmtime(f) for f in srcs)
+    dirs = ("benchmark", "include", "csrc/reference", "csrc/common")  # the benchmarks' sources and headers
+    newest = max(os.path.getmtime(os.path.join(ROOT, sub, f)) for sub in dirs for f in os.listdir(os.path.join(ROOT, sub)))
     for exe in ("benchmark_mha_fwd", "benchmark_mha_bwd"):
         path = os.path.join(d, exe)
         if os.path.exists(path) and os.path.getmtime(path) < newest:
-            return f"{exe} is older than benchmark/ or include/"
+            return f"{exe} is older than {', '.join(dirs)}"
     return ""
 
 

@@ -163,7 +163,9 @@ def test_v1_blocks_before_the_window_are_never_read(layout, block, partition):
 
 @pytest.mark.parametrize("partition", [64, 1024])
 def test_v1_nan_in_a_visible_key_gives_nan_whatever_the_partitions(partition):
-    # NaN in, NaN out: a NaN key score reaches the output through one partition or through the partition combine
+    # a NaN key score among finite ones reaches the output through one partition or through the partition combine
+    # (the combine once dropped NaN partitions). A partition of NaN scores only counts as empty (fmaxf drops NaN),
+    # with one partition or many.
     q, k5, v4, tables, lens = make_case(93, 2, 8, 2, 128, 16, 900, torch.bfloat16)
     lens[:] = 900
     tables = torch.arange(tables.numel(), dtype=torch.int32, device=DEV).reshape(tables.shape)  # no shared blocks

@@ -107,11 +107,17 @@ std::string invalid_argument(const aiter::mha_bwd_args& a)
         if (std::string why = overlapping_output(o.t, a.batch, o.rows, a.nhead_q, o.cols, o.row, o.head, o.batch, g);
             !why.empty())
             return why;
-    if (has_dropout(a) && a.is_store_randval && !g) // group mode: each batch's key count is device data
-        if (std::string why = overlapping_output("rand_val", a.batch, a.seqlen_q, a.nhead_q, a.seqlen_k,
-                                                 a.stride_randval, a.nhead_stride_randval, a.batch_stride_randval, g);
+    if (has_dropout(a) && a.is_store_randval)
+    {
+        // as dBias: group mode [nhead_q, total_q, >= max_seqlen_k], rows physical (their count is device data)
+        if (g && sq > 1 && a.stride_randval < sk)
+            return "in group mode stride_randval (" + str(a.stride_randval) + ") must be >= max_seqlen_k (" + str(sk) +
+                   "): rand_val rows would overlap (a race)";
+        if (std::string why = overlapping_output("rand_val", a.batch, sq, a.nhead_q, sk, a.stride_randval,
+                                                 a.nhead_stride_randval, a.batch_stride_randval, g);
             !why.empty())
             return why;
+    }
     if (a.bias_type == 1 && a.has_dbias)
     {
         // group mode: [nhead_q, total_q, >= max_seqlen_k], rows physical (their count is device data), so the row

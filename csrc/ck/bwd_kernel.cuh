@@ -1,6 +1,6 @@
 #pragma once
-// The ck backward pass: three kernels (four with sink-logit gradients), launched in order on one stream
-// (bwd_launch.cuh).
+// The ck backward pass: three kernels (plus the sink-logit gradient and the stored dropout random values when asked
+// for), launched in order on one stream (bwd_launch.cuh).
 //  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row, stored times 1 - p_drop (CK's softmax_d); then
 //     bwd_sink_grad when d_sink is asked for.
 //  2. bwd_kernel: one CTA per (key block, query head, batch). K and V stay in shared memory; for every query block

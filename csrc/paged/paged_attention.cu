@@ -245,7 +245,7 @@ __device__ __forceinline__ void v1_cluster_merge(const Params& p, const float (&
                 mc[c] = M == -INFINITY ? 0.f : __expf(mc[c] - M); // (a rank with no tokens: sum 0)
                 L += lc[c] * mc[c];
             }
-        const float inv = L == 0.f ? 0.f : 1.f / L; // a NaN sum (NaN in Q, K or V) stays NaN, as in one partition
+        const float inv = L == 0.f ? 0.f : 1.f / L; // a NaN sum stays NaN, as in one CTA (see the combine)
 #pragma unroll
         for (int c = 0; c < kV1MaxCluster; ++c)
             if (c < csplit)
@@ -626,8 +626,9 @@ __global__ void __launch_bounds__(kV1Threads) pa_v1_reduce_kernel(const __grid_c
     const int64_t base = (int64_t(seq) * p.num_heads + h) * p.num_partitions;
     const float* es = p.exp_sums + base;
     const float* ml = p.max_logits + base;
-    // empty partitions (sum 0: no token in the context or the window) take no part; a NaN one (NaN in Q, K or V)
-    // makes the output NaN, as it does when the sequence is one partition
+    // empty partitions (sum 0: no token in the context or the window) take no part; one whose sum is NaN (a NaN score
+    // among finite ones) makes the output NaN, as one partition's would. fmaxf drops NaN, so a partition whose scores
+    // are all NaN (NaN in Q, a partition of NaN keys) has sum 0 and counts as empty, as in one partition.
     float m = -INFINITY;
     for (int i = tid; i < parts; i += kV1Threads)
         if (es[i] != 0.f)

@@ -154,6 +154,11 @@ int main(int argc, char** argv)
     bwd("bwd_randval_null", [](auto& b) {
         b.p_drop = 0.2f, b.p_undrop = 0.8f, b.has_dropout = true, b.is_store_randval = true, b.rand_val_ptr = nullptr;
     });
+    bwd("bwd_randval_group_rows", [](auto& b) { // group mode: rand_val rows 64 apart for 128 keys
+        b.is_group_mode = true, b.seqstart_q_ptr = b.seqstart_k_ptr = b.q_ptr;
+        b.p_drop = 0.2f, b.p_undrop = 0.8f, b.has_dropout = true, b.is_store_randval = true;
+        b.rand_val_ptr = b.dq_ptr, b.stride_randval = 64, b.nhead_stride_randval = 1 << 20;
+    });
     bwd("bwd_randval_overlap", [](auto& b) { // the heads' random values on the same rows
         b.p_drop = 0.2f, b.p_undrop = 0.8f, b.has_dropout = true, b.is_store_randval = true;
         b.rand_val_ptr = b.dq_ptr, b.stride_randval = 128, b.nhead_stride_randval = 0, b.batch_stride_randval = 1 << 20;
