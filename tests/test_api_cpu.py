@@ -69,7 +69,7 @@ EXPECTED = {
     "paged_hnd_token": "the HND layout's token strides are fixed",
     "bwd_dropout_flag": "p_drop is 0.200000 but has_dropout is false",
     "bwd_randval_null": "is_store_randval is set but rand_val_ptr is null",
-    "bwd_randval_overlap": "rand_val strides overlap",
+    "bwd_randval_overlap": "randval strides overlap",
     "bwd_randval_group_rows": "in group mode stride_randval (64) must be >= max_seqlen_k (128)",
     "o_overlap": "o strides overlap: 128 rows x 8 heads x 128 columns x 2 batches at row / head / batch strides 128 / 0",
     "lse_overlap": "lse strides overlap",

@@ -107,29 +107,22 @@ std::string invalid_argument(const aiter::mha_bwd_args& a)
         if (std::string why = overlapping_output(o.t, a.batch, o.rows, a.nhead_q, o.cols, o.row, o.head, o.batch, g);
             !why.empty())
             return why;
+    // [b, h, s_q, s_k] outputs (dBias, rand_val); group mode [nhead_q, total_q, >= max_seqlen_k], rows physical
+    // (their count is device data), so the row stride is checked against the widest row on its own
+    auto score_sized = [&](const char* t, int row, int head, int batch) -> std::string {
+        if (g && sq > 1 && row < sk)
+            return std::string("in group mode stride_") + t + " (" + str(row) + ") must be >= max_seqlen_k (" +
+                   str(sk) + "): " + t + " rows would overlap (a race)";
+        return overlapping_output(t, a.batch, sq, a.nhead_q, sk, row, head, batch, g);
+    };
     if (has_dropout(a) && a.is_store_randval)
-    {
-        // as dBias: group mode [nhead_q, total_q, >= max_seqlen_k], rows physical (their count is device data)
-        if (g && sq > 1 && a.stride_randval < sk)
-            return "in group mode stride_randval (" + str(a.stride_randval) + ") must be >= max_seqlen_k (" + str(sk) +
-                   "): rand_val rows would overlap (a race)";
-        if (std::string why = overlapping_output("rand_val", a.batch, sq, a.nhead_q, sk, a.stride_randval,
-                                                 a.nhead_stride_randval, a.batch_stride_randval, g);
+        if (std::string why = score_sized("randval", a.stride_randval, a.nhead_stride_randval, a.batch_stride_randval);
             !why.empty())
             return why;
-    }
     if (a.bias_type == 1 && a.has_dbias)
-    {
-        // group mode: [nhead_q, total_q, >= max_seqlen_k], rows physical (their count is device data), so the row
-        // stride is checked against the widest row on its own
-        if (g && sq > 1 && a.stride_dbias < sk)
-            return "in group mode stride_dbias (" + str(a.stride_dbias) + ") must be >= max_seqlen_k (" + str(sk) +
-                   "): dbias rows would overlap (a race)";
-        if (std::string why = overlapping_output("dbias", a.batch, sq, a.nhead_q, sk, a.stride_dbias,
-                                                 a.nhead_stride_dbias, a.batch_stride_dbias, g);
+        if (std::string why = score_sized("dbias", a.stride_dbias, a.nhead_stride_dbias, a.batch_stride_dbias);
             !why.empty())
             return why;
-    }
     if (a.d_ptr == a.lse_ptr)
         return "d_ptr must not be lse_ptr: D is written before the LSE is read";
     return "";
