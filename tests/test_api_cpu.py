@@ -17,6 +17,8 @@ EXPECTED = {
     "hdim_big": "hdim_v must be a multiple of 8 in [8, 256]",
     "hdim_odd": "hdim_q must be a multiple of 8",
     "mask_bad": "mask_type must be 0 (none)",
+    "qscale": "qscale_type 1 (fp8 descales) is not supported yet",
+    "prefill_qscale": "mha_batch_prefill: qscale_type 1 (fp8 descales) is not supported yet",
     "bias_bad": "bias_type must be 0 (none)",
     "null_q": "q_ptr and o_ptr must not be null",
     "null_lse": "has_lse is set but lse_ptr is null",

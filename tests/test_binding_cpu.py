@@ -402,6 +402,18 @@ def test_paged_v1_argument_checks():
         v1(out, ws, q, k, v, tables, lens, layout="XYZ")
     with pytest.raises(ValueError, match="mtp = 2 is out of range"):
         v1(out, ws, q, k, v, tables, lens, mtp=2)
+    # fp8 and multi-token decode: refused with their reasons before any array is read
+    with pytest.raises(ValueError, match="q_scale must be None: fp8 queries"):
+        v1(out, ws, q, k, v, tables, lens, q_scale=1.0)
+    with pytest.raises(ValueError, match="fp8_out_scale must be None: fp8 output"):
+        aiter_mha.paged_attention_v1_core(out, ws, q, k, v, 0.1, tables, None, lens, 64, None, "auto", "HND", 0.0,
+                                          None, None, 1.0)
+    with pytest.raises(ValueError, match="k_scale must be None or 1.0"):
+        aiter_mha.paged_attention_v1_core(out, ws, q, k, v, 0.1, tables, None, lens, 64, None, "auto", "HND", 0.0,
+                                          0.5, None)
+    with pytest.raises(ValueError, match="cu_query_lens must be None: only mtp=1"):
+        aiter_mha.paged_attention_v1_core(out, ws, q, k, v, 0.1, tables, lens, lens, 64, None, "auto", "HND", 0.0,
+                                          None, None)
     with pytest.raises(ValueError, match="key_cache must be 5-D"):
         v1(out, ws, q, k[..., 0, 0], v, tables, lens)
     # 'HND' with 4-D caches is AITER's pa_v1 reading, [num_blocks, num_kv_heads, block_size, head_size]
@@ -436,6 +448,11 @@ def test_pa_fwd_asm_argument_checks():
     va = np.ascontiguousarray(v.reshape(10, 2, 128, 2, 8).transpose(0, 1, 3, 2, 4))
     with pytest.raises(ValueError, match="max_qlen = 2 is out of range"):
         aiter_mha.pa_fwd_asm(q, k, va, tables, lens, 4, max_qlen=2)
+    for name in ("K_QScale", "V_QScale"):
+        with pytest.raises(ValueError, match=f"{name} must be None: fp8 / int8 KV caches"):
+            aiter_mha.pa_fwd_asm(q, k, va, tables, lens, 4, **{name: np.ones(1, np.float32)})
+    with pytest.raises(ValueError, match="qo_indptr must be None: only one query token"):
+        aiter_mha.pa_fwd_asm(q, k, va, tables, lens, 4, qo_indptr=lens)
     with pytest.raises(ValueError, match="V must be 5-D"):
         aiter_mha.pa_fwd_asm(q, k, v, tables, lens, 4)
     with pytest.raises(ValueError, match="Q is on cpu"):

@@ -98,6 +98,7 @@ int main(int argc, char** argv)
     run("hdim_big", [](auto& a) { a.hdim_v = 264; });
     run("hdim_odd", [](auto& a) { a.hdim_q = 100; });
     run("mask_bad", [](auto& a) { a.mask_type = 9; });
+    run("qscale", [](auto& a) { a.qscale_type = 1; }); // fp8 descales: not yet
     run("bias_bad", [](auto& a) { a.bias_type = 7; });
     run("null_q", [](auto& a) { a.q_ptr = nullptr; });
     run("null_lse", [](auto& a) { a.has_lse = true, a.lse_ptr = nullptr; });
@@ -246,6 +247,9 @@ int main(int argc, char** argv)
     const float rl = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
                                               bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
     std::printf("prefill_last_null %g %s\n", rl, aiter::mha_get_last_error());
+    const float rq = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
+                                              bias_enum::no_bias, false, quant_scale_enum(1), false);
+    std::printf("prefill_qscale %g %s\n", rq, aiter::mha_get_last_error());
 
     // paged attention: table pointers off their int32 alignment, more heads than a grid dimension holds
     auto paged = [](const char* name, const std::function<void(aiter::paged_attention_args&)>& edit) {
