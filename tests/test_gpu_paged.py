@@ -2,8 +2,9 @@
 and aiter_mha.pa_fwd_asm, the tuned one) against the float64 four-stage golden model (csrc/reference/decode_golden.py):
 both cache layouts (and AITER's 4-D HND, NHD with padded heads or a slice of a fused cache's heads), head sizes
 64-256, GQA groups up to 32, partitions through the workspace, ALiBi (inside the soft-cap, as AITER's pa_v1),
-soft-cap, sliding window, empty contexts, and the errors for a too-small workspace or an unsupported shape.
-Fresh random inputs, NaN-poisoned outputs. Skipped without torch.cuda or the built module.
+soft-cap, sliding window (stale NaN blocks before it must never be read), NaN keys through one partition or many,
+empty contexts, and the errors for a too-small workspace or an unsupported shape. Fresh random inputs, NaN-poisoned
+outputs, FlashAttention's bar against the golden model (3 x a same-precision naive computation's error + 1e-5). Skipped without torch.cuda or the built module.
 Throughput: scripts/paged_bench.py."""
 import math
 import os
