@@ -190,6 +190,18 @@ std::string invalid_bias_or_dropout(const Args& a)
     return "";
 }
 
+// The uint8 random values a call stores with dropout (mha_fwd's s_randval, mha_bwd's is_store_randval): "" when the
+// buffer and its strides are usable, else the reason. `flag` names the caller's field.
+template <typename Args>
+std::string invalid_randval(const Args& a, const char* flag)
+{
+    if (a.rand_val_ptr == nullptr)
+        return std::string(flag) + " is set but rand_val_ptr is null";
+    if (a.stride_randval < 0 || a.nhead_stride_randval < 0 || a.batch_stride_randval < 0)
+        return "randval strides must be >= 0";
+    return "";
+}
+
 // The kernels' view of bias_type 1 / 2 and of dropout (the backward regenerates the forward's random values from
 // the same fields). window_generic ALiBi and mask anchoring follow CK.
 template <typename Args>

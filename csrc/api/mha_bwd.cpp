@@ -37,12 +37,8 @@ std::string invalid_features(const aiter::mha_bwd_args& a)
     if (a.p_drop > 0.f && !a.has_dropout) // AITER picks its kernel by has_dropout and would run without dropout
         return "p_drop is " + std::to_string(a.p_drop) + " but has_dropout is false; set has_dropout = p_drop > 0";
     if (has_dropout(a) && a.is_store_randval)
-    {
-        if (a.rand_val_ptr == nullptr)
-            return "is_store_randval is set but rand_val_ptr is null";
-        if (a.stride_randval < 0 || a.nhead_stride_randval < 0 || a.batch_stride_randval < 0)
-            return "randval strides must be >= 0";
-    }
+        if (std::string why = invalid_randval(a, "is_store_randval"); !why.empty())
+            return why;
     if (a.d_sink_ptr != nullptr && a.sink_ptr == nullptr)
         return "d_sink_ptr needs sink_ptr (the forward's fp32 [nhead_q] sink logits)";
     for (auto [n, p] : {std::pair{"sink_ptr", a.sink_ptr}, std::pair{"d_sink_ptr", static_cast<const void*>(a.d_sink_ptr)}})

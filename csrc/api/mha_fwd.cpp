@@ -81,13 +81,9 @@ std::string invalid_features(const aiter::mha_fwd_args& a)
 {
     if (std::string why = invalid_bias_or_dropout(a); !why.empty())
         return why;
-    if (has_dropout(a))
-    {
-        if (a.s_randval && a.rand_val_ptr == nullptr)
-            return "s_randval is set but rand_val_ptr is null";
-        if (a.s_randval && (a.stride_randval < 0 || a.nhead_stride_randval < 0 || a.batch_stride_randval < 0))
-            return "randval strides must be >= 0";
-    }
+    if (has_dropout(a) && a.s_randval)
+        if (std::string why = invalid_randval(a, "s_randval"); !why.empty())
+            return why;
     if (!(a.logits_soft_cap >= 0.f) || std::isinf(a.logits_soft_cap))
         return "logits_soft_cap must be finite and >= 0, got " + std::to_string(a.logits_soft_cap);
     if (!a.has_sink && (a.sink_ptr != nullptr || a.sink_size > 0))
@@ -1012,8 +1008,6 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         return bad(why);
     if (args.is_gappy)
         return bad("is_gappy (local seqstart_k offsets) is not supported");
-    if (args.seqlen_k < 0 || args.seqlen_k > kMaxSeqlen) // batch mode (invalid_argument checked it too)
-        return bad("seqlen_k (the longest cache) must be in [0, " + str(kMaxSeqlen) + "], got " + str(args.seqlen_k));
     if (args.num_splits < 0 || args.num_splits > kMaxSplits)
         return bad("num_splits must be in [0, " + str(kMaxSplits) + "] (0: heuristic), got " + str(args.num_splits));
     if (args.page_block_size < 0)
