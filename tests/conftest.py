@@ -50,7 +50,8 @@ def stale_build(d):
         if r.returncode != 0 or "no work to do" not in r.stdout:
             return f"its ninja graph ({graph}) has work to do"
     dirs = ("benchmark", "include", "csrc/reference", "csrc/common")  # the benchmarks' sources and headers
-    newest = max(os.path.getmtime(os.path.join(ROOT, sub, f)) for sub in dirs for f in os.listdir(os.path.join(ROOT, sub)))
+    newest = max(os.path.getmtime(os.path.join(ROOT, sub, f))
+                 for sub in dirs for f in os.listdir(os.path.join(ROOT, sub)))
     for exe in ("benchmark_mha_fwd", "benchmark_mha_bwd"):
         path = os.path.join(d, exe)
         if os.path.exists(path) and os.path.getmtime(path) < newest:

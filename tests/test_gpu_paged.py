@@ -4,7 +4,8 @@ both cache layouts (and AITER's 4-D HND, NHD with padded heads or a slice of a f
 64-256, GQA groups up to 32, partitions through the workspace, ALiBi (inside the soft-cap, as AITER's pa_v1),
 soft-cap, sliding window (stale NaN blocks before it must never be read), NaN keys through one partition or many,
 empty contexts, and the errors for a too-small workspace or an unsupported shape. Fresh random inputs, NaN-poisoned
-outputs, FlashAttention's bar against the golden model (3 x a same-precision naive computation's error + 1e-5). Skipped without torch.cuda or the built module.
+outputs, FlashAttention's bar against the golden model (3 x a same-precision naive computation's error + 1e-5).
+Skipped without torch.cuda or the built module.
 Throughput: scripts/paged_bench.py."""
 import math
 import os

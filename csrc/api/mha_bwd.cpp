@@ -144,7 +144,8 @@ const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, int features, 
             slot = &in;
     }
     if (best == nullptr)
-        missing = unbuilt ? "not in this build; rebuild with `python3 compile.py " + std::string(unbuilt->compile_hint) +
+        missing = unbuilt ? "not in this build; rebuild with `python3 compile.py " +
+                                std::string(unbuilt->compile_hint) +
                                 "` merged into this build's options (a build holds exactly what its options select; "
                                 "no options: every instance)"
                           : "no backward instance covers these head dims";
