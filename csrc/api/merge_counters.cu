@@ -2,14 +2,19 @@
 // CTAs in on one counter per tile, and the last CTA in sets the count back to 0 and advances the counter's generation
 // (splitkv_combine.cuh), so a counter's count is 0 whenever no call is using it. They are a __device__ array, zero from
 // the module's load: no allocation and no memset, nothing that a CUDA graph capture forbids. Calls that may run at the
-// same time must not share counters. Each (device, o_acc address, stream) gets a slot of its own for as long as the
-// module stays loaded, i.e. until a cudaDeviceReset (a captured graph keeps its slot's address): calls on one stream
+// same time must not share counters. Each (CUDA context, o_acc address, stream) gets a slot of its own for as long as
+// the module stays loaded in that context, i.e. until a cudaDeviceReset (a captured graph keeps its slot's address).
+// Contexts, not devices: every context on a device (a cuCtxCreate context, a green context) holds its own copy of the
+// array at its own address, so calls alternating between two contexts of one device must neither share slots nor
+// take each other's address change for a reload (which would hand out slots still counting). Calls on one stream
 // run one after the other, and calls in flight on different streams share a slot only if they also share o_acc, which a
 // caller cannot do anyway (the partials would collide); keying by the stream too keeps such a mistake from leaving a
 // counter off for later calls. When the slots run out, calls on new (address, stream) pairs take the combine kernel,
 // which needs no counters.
 
 #include "merge_counters.h"
+
+#include "../common/driver_api.h"
 
 #include <cuda_runtime.h>
 
@@ -21,7 +26,7 @@
 namespace mha {
 namespace {
 
-constexpr int kSlots = 128, kSlotTiles = 1024; // 512 KB per device
+constexpr int kSlots = 128, kSlotTiles = 1024; // 512 KB per context
 
 __device__ unsigned g_merge_counters[kSlots * kSlotTiles];
 
@@ -31,12 +36,6 @@ unsigned* merge_counters_for(const void* o_acc, const void* stream, int64_t tile
 {
     if (o_acc == nullptr || tiles < 1 || tiles > kSlotTiles)
         return nullptr;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess)
-    {
-        (void)cudaGetLastError(); // the launch that follows reports real errors, not this one
-        return nullptr;
-    }
     // The array's address, looked up on every call: cudaDeviceReset unloads the module with the context, and the
     // next call's lookup loads it again, possibly elsewhere and always zero, so a changed address drops the device's
     // slots (a cached address would point into a released context). Inside a stream capture (global mode) the
@@ -58,27 +57,31 @@ unsigned* merge_counters_for(const void* o_acc, const void* stream, int64_t tile
         cudaThreadExchangeStreamCaptureMode(&mode);
         base = static_cast<unsigned*>(ptr);
     }
-    if (base == nullptr)
+    // The context the lookup ran in (current now; a context id is never reused in a process). Unknown: no counters.
+    const unsigned long long ctx = current_context_id();
+    if (base == nullptr || ctx == 0)
         return nullptr;
-    static std::mutex mu;
-    static std::map<int, unsigned*> base_of;                                 // device -> its array
-    static std::map<std::tuple<int, const void*, const void*>, int> slot_of; // (device, o_acc, stream) -> slot
-    static std::map<int, int> slots_used;
+    using Key = std::tuple<unsigned long long, const void*, const void*>; // (context, o_acc, stream)
+    // Never destroyed: a decode call from a static destructor or an atexit handler still finds them.
+    static std::mutex& mu                                  = *new std::mutex;
+    static std::map<unsigned long long, unsigned*>& base_of = *new std::map<unsigned long long, unsigned*>;
+    static std::map<Key, int>& slot_of                     = *new std::map<Key, int>;
+    static std::map<unsigned long long, int>& slots_used    = *new std::map<unsigned long long, int>;
     std::lock_guard<std::mutex> lock(mu);
-    if (unsigned*& known = base_of[dev]; known != base)
+    if (unsigned*& known = base_of[ctx]; known != base)
     {
-        known = base; // first call on this device, or the module was loaded again: every counter is 0
-        slots_used[dev] = 0;
+        known = base; // first call in this context, or the module was loaded again: every counter is 0
+        slots_used[ctx] = 0;
         for (auto it = slot_of.begin(); it != slot_of.end();)
-            it = std::get<0>(it->first) == dev ? slot_of.erase(it) : std::next(it);
+            it = std::get<0>(it->first) == ctx ? slot_of.erase(it) : std::next(it);
     }
-    auto slot = slot_of.find({dev, o_acc, stream});
+    auto slot = slot_of.find({ctx, o_acc, stream});
     if (slot == slot_of.end())
     {
-        int& used = slots_used[dev];
+        int& used = slots_used[ctx];
         if (used == kSlots)
             return nullptr;
-        slot = slot_of.emplace(std::tuple{dev, o_acc, stream}, used++).first;
+        slot = slot_of.emplace(Key{ctx, o_acc, stream}, used++).first;
     }
     return base + int64_t(slot->second) * kSlotTiles;
 }

@@ -40,6 +40,9 @@ int split_block_m(int64_t rows) { return rows <= kDecodeBlockM ? kDecodeBlockM :
 
 // Query heads of one KV head share a tile when nothing per-head touches the scores, and the packed tile's rows
 // (max_q x the ratio, counted in 32 bits by the kernels) stay under 2^30; past that each query head is its own tile.
+// Keep it so: in a packed tile the kernels index sink logits by the tile's head (the KV head) and pass bias / ALiBi
+// the tile row, not the query position, so a packed call with bias, ALiBi or sink_ptr would be silently wrong (bias
+// types pack nothing here; mha_fwd does not pack a call with sink_ptr; the split-KV structs have none).
 int pack_ratio(int nhead_q, int nhead_k, int bias_type, int max_q)
 {
     // (a public heuristic query passes unchecked head counts: anything but a valid GQA ratio packs nothing)

@@ -1,6 +1,7 @@
 // Driver API functions reached through the runtime (cudaGetDriverEntryPoint*), so the library links no libcuda:
 // the tensor-map encoder of the decode step (decode_ring.cuh) and the current context's id, which keys what the
-// library keeps per CUDA context (kernel attributes, func_attr.h; the L2 sweep buffer, l2_flush.cu).
+// library keeps per CUDA context (kernel attributes, func_attr.h; the L2 sweep buffer, l2_flush.cu; the split-KV
+// merge counters, merge_counters.cu).
 #pragma once
 
 #include <cuda.h>
