@@ -100,17 +100,23 @@ def reference(q, k, v, f, keep=None, cd=torch.float64):
     kc = k.to(cd).transpose(1, 2).repeat_interleave(g, dim=1)
     vc = v.to(cd).transpose(1, 2).repeat_interleave(g, dim=1)
     s = torch.matmul(qc, kc.transpose(-1, -2)) * f.scale  # [b, h, sq, sk]
+    if f.alibi is not None and cd != torch.float64:
+        # The baseline adds ALiBi's position term and takes the softmax in fp32, as the kernels do: slope x position
+        # reaches ~100 (vertical mode), where a bf16 logit is off by up to 0.25 and the bar would let ~40% errors of
+        # O pass. The matmuls stay in q's dtype.
+        s = s.float()
+        sink = None if sink is None else sink.float()
     if f.softcap > 0:
         s = f.softcap * torch.tanh(s / f.softcap)
     if f.bias is not None:
         s = s + f.bias.to(cd)
     if f.alibi is not None:
-        slopes = f.alibi.to(cd).reshape(-1, h)[:, :, None, None]  # [b | 1, h, 1, 1]
+        slopes = f.alibi.to(s.dtype).reshape(-1, h)[:, :, None, None]  # [b | 1, h, 1, 1]
         i = torch.arange(sq, device=q.device)[:, None]
         j = torch.arange(sk, device=q.device)[None, :]
         mode = alibi_mode(f.mask_type, f.left, f.right)
         pos = j.expand(sq, sk) if mode == 2 else -(i - j).abs() if mode == 1 else -(i + sk - sq - j).abs()
-        s = s + slopes * pos.to(cd)
+        s = s + slopes * pos.to(s.dtype)
     s = s.masked_fill(~visible(sq, sk, f.mask_type, f.left, f.right, f.sink_size, q.device), -math.inf)
     m = s.amax(dim=-1, keepdim=True)
     if sink is not None:
@@ -121,7 +127,7 @@ def reference(q, k, v, f, keep=None, cd=torch.float64):
     if sink is not None:
         l = l + torch.exp(sink - m)
     lse = (torch.log(l.double()) + m.double()).squeeze(-1)
-    p = p / torch.where(l > 0, l, torch.ones_like(l))
+    p = (p / torch.where(l > 0, l, torch.ones_like(l))).to(cd)
     if keep is not None:
         p = p * keep.to(cd) * (1.0 / (1.0 - f.p_drop))
     return torch.matmul(p, vc).transpose(1, 2), lse
@@ -547,6 +553,45 @@ def test_varlen_bias_width_and_allocation():
     assert rv.dtype == "uint8" and lse.dtype == "float32"
     f = Feat(scale=0.125, bias=bias, p_drop=0.25)
     V.check(torch.from_dlpack(out), torch.from_dlpack(lse), f, torch.from_dlpack(rv), "varlen allocated")
+
+
+def test_varlen_sequence_arrays_are_checked():
+    """mha_varlen_fwd and mha_varlen_bwd read cu_seqlens_* / seqused_* back and refuse arrays that would index
+    outside q / k or leave rows unwritten (a short max_seqlen_q); check_seqlens=False trusts valid ones."""
+    V = Varlen([(30, 40), (50, 70), (20, 10)], 4, 2, 64, 64, torch.float16, seed_of("varlen-arrays"), pad_q=True,
+               pad_k=True)
+
+    def with_item(t, i, value):
+        t = t.clone()
+        t[i] = value
+        return t
+
+    good = dict(cu_q=V.cu_q, cu_k=V.cu_k, max_q=V.max_q, used_q=V.used_q, used_k=V.used_k)
+    cases = [
+        (dict(cu_q=with_item(V.cu_q, -1, V.total_q + 1)),
+         rf"cu_seqlens_q\[-1\] = {V.total_q + 1} is past total_q \(q dim 0\) = {V.total_q}"),
+        (dict(cu_k=with_item(V.cu_k, 0, -1)), r"cu_seqlens_k\[0\] = -1 is negative"),
+        (dict(cu_k=with_item(V.cu_k, 2, V.start_k[1] - 1)), r"cu_seqlens_k decreases at index 2"),
+        (dict(used_q=with_item(V.used_q, 1, V.phys_q[1] + 1)),
+         rf"seqused_q\[1\] = {V.phys_q[1] + 1} is outside \[0, {V.phys_q[1]}\]"),
+        (dict(used_k=with_item(V.used_k, 2, -1)), r"seqused_k\[2\] = -1 is outside"),
+        (dict(max_q=V.max_q - 1), rf"max_seqlen_q = {V.max_q - 1} is less than the longest logical seqlen_q"),
+    ]
+    for bad, message in cases:
+        a = dict(good, **bad)
+        with pytest.raises(ValueError, match=message):
+            aiter_mha.mha_varlen_fwd(V.q, V.k, V.v, a["cu_q"], a["cu_k"], a["max_q"], seqused_q=a["used_q"],
+                                     seqused_k=a["used_k"])
+        if "max_q" in bad:
+            continue  # the backward takes max_seqlen_q from the caller as well: checked the same way, not repeated
+        out = torch.zeros(V.total_q, 4, 64, device=DEV, dtype=V.dtype)
+        lse = torch.zeros(4, V.total_q, device=DEV, dtype=torch.float32)
+        with pytest.raises(ValueError, match=message):
+            aiter_mha.mha_varlen_bwd(torch.ones_like(out), V.q, V.k, V.v, out, lse, a["cu_q"], a["cu_k"], a["max_q"],
+                                     V.max_k, 0.0, 0.125, False, False, -1, -1, False, seqused_q=a["used_q"],
+                                     seqused_k=a["used_k"])
+    # the same valid arrays, trusted: the results still match the reference
+    V.run(Feat(scale=0.125, mask_type=2, right=0), "varlen check_seqlens=False", check_seqlens=False)
 
 
 # ------------------------------------------------------------------------------------------------ combinations

@@ -48,6 +48,7 @@ struct Options
 struct Varlen
 {
     py::object cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, min_seqlen_q;
+    bool check_seqlens;
 };
 
 // The largest logical seqlen_k over the batch, read from the device (one small copy that synchronizes `stream`).
@@ -217,19 +218,35 @@ py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::o
             x->check_device(&q);
     const int device = q.device().device_id;
 
-    // Group mode: the bias / randval rows are max_seqlen_k wide. It is checked against the actual logical lengths
-    // (a device read) because a randval row narrower than some seqlen_k would be written out of bounds.
+    // Group mode: the sequence arrays are read back (one small copy that synchronizes the stream) and checked as
+    // mha_varlen_bwd checks them: starts inside q / k's rows, non-decreasing, seqused_* within each segment,
+    // max_seqlen_q >= every logical seqlen_q (else rows past it are never written). check_seqlens=False trusts them
+    // (no synchronization, e.g. under CUDA graph capture), except that bias / randval rows, max_seqlen_k wide, are
+    // still checked against the longest logical seqlen_k: a randval row narrower than that is written out of bounds.
     int64_t width = s_k;
-    if (group && (bias || o.return_randval) && b > 0)
+    if (group && b > 0 && (vl->check_seqlens || bias || o.return_randval))
     {
-        const int64_t need = max_logical_seqlen_k(*cu_k, used_k.get(), b, strm, device);
-        width = max_k >= 0 ? max_k : bias ? bias->size(2) : need;
-        if (width < need)
-            invalid("max_seqlen_k = " + std::to_string(width) + (max_k >= 0 ? "" : " (bias dim 2)") +
-                    " is less than the longest logical seqlen_k (" + std::to_string(need) +
-                    ") in cu_seqlens_k / seqused_k");
-        if (bias)
-            expect_size(*bias, 2, width, "width (dim 2)", "max_seqlen_k");
+        int64_t need = 0;
+        if (vl->check_seqlens)
+        {
+            const Seqlens lens = read_seqlens(*cu_q, *cu_k, used_q.get(), used_k.get(), b, s_q, s_k, strm, device);
+            if (max_q < lens.max_q)
+                invalid("max_seqlen_q = " + std::to_string(max_q) + " is less than the longest logical seqlen_q (" +
+                        std::to_string(lens.max_q) + ") in cu_seqlens_q / seqused_q");
+            need = lens.max_k;
+        }
+        else
+            need = max_logical_seqlen_k(*cu_k, used_k.get(), b, strm, device);
+        if (bias || o.return_randval)
+        {
+            width = max_k >= 0 ? max_k : bias ? bias->size(2) : need;
+            if (width < need)
+                invalid("max_seqlen_k = " + std::to_string(width) + (max_k >= 0 ? "" : " (bias dim 2)") +
+                        " is less than the longest logical seqlen_k (" + std::to_string(need) +
+                        ") in cu_seqlens_k / seqused_k");
+            if (bias)
+                expect_size(*bias, 2, width, "width (dim 2)", "max_seqlen_k");
+        }
     }
     const std::vector<int64_t> rv_shape = group ? std::vector<int64_t>{h_q, s_q, width}
                                                 : std::vector<int64_t>{b, h_q, s_q, s_k};
@@ -738,7 +755,10 @@ constexpr const char* kModuleDoc =
     "return_lse: also return the fp32 natural-log LSE (implied when lse is given); -inf for rows that see no key.\n" \
     "out, lse: preallocated DLPack arrays to write into (q's dtype; float32 with a unit-stride last dim); otherwise\n" \
     "         the function allocates contiguous DeviceBuffer objects.\n"                                               \
-    "stream:  cudaStream_t as an int (0: default stream), or an object with .cuda_stream / .ptr.\n"                   \
+    "stream:  cudaStream_t as an int (0: default stream), or an object with .cuda_stream / .ptr. Not the\n"           \
+    "         caller's current stream (AITER's torch ops use that): under torch.cuda.stream(s) pass stream=s.\n"      \
+    "         Every kernel runs on it, preallocated outputs are written on it, and inputs must outlive its work\n"    \
+    "         (a temporary such as x.contiguous() passed inline is released when the call returns).\n"                \
     "use_asm_v3: try the Hopper (sm90a) kernels first.\n\n"                                                            \
     "Returns out, then lse if return_lse (or lse given), then randval if return_randval: a single array when only\n"  \
     "out is returned, else a tuple in that order. Raises ValueError on invalid input or when the library rejects\n"    \
@@ -760,12 +780,16 @@ constexpr const char* kVarlenDoc =
     "(strides multiples of 8, unit-stride last dim). cu_seqlens_q / cu_seqlens_k: int32 device arrays [b + 1] of physical\n"
     "start rows (AITER's seqstart_*); sequence i occupies rows cu[i] .. cu[i+1]-1. seqused_q / seqused_k: optional\n"
     "int32 [b] logical lengths (AITER's seqlen_*_ptr; padding rows past them are neither read nor written).\n"
-    "max_seqlen_q: >= every logical seqlen_q (a promise, not checked). min_seqlen_q > 0 skips sequences with\n"
-    "seqlen_q <= min_seqlen_q (nothing is written for them).\n\n"
+    "max_seqlen_q: >= every logical seqlen_q. min_seqlen_q > 0 skips sequences with seqlen_q <= min_seqlen_q\n"
+    "(nothing is written for them). Rows outside every sequence (and past seqused_q) are not written either.\n"
+    "check_seqlens (default True): read the sequence arrays back (synchronizing the stream) and raise ValueError\n"
+    "when a start lies outside q / k's rows, they decrease, a seqused_* exceeds its segment or max_seqlen_q is\n"
+    "short; False trusts them as AITER does (no synchronization, for CUDA graph capture): wrong arrays then read\n"
+    "and write out of bounds.\n\n"
     "bias:    elementwise bias in q's dtype indexed [h_q, total_q, max_seqlen_k]: sequence i's rows start at row\n"
     "         cu_seqlens_q[i]; dims 0-1 broadcast when of size 1. max_seqlen_k: the width of bias / randval rows;\n"
-    "         default the bias width, else the longest logical seqlen_k. With bias or return_randval the binding\n"
-    "         reads cu_seqlens_k / seqused_k from the device (synchronizing the stream) to check it.\n"
+    "         default the bias width, else the longest logical seqlen_k, checked against it (with bias or\n"
+    "         return_randval the arrays are read back even when check_seqlens is False).\n"
     "Outputs: out [total_q, h_q, d_v]; lse [h_q, total_q]; randval uint8 [h_q, total_q, max_seqlen_k].\n"
     MHA_FEATURE_DOC;
 
@@ -844,11 +868,12 @@ PYBIND11_MODULE(aiter_mha, m)
         [](O q, O k, O v, O cu_seqlens_q, O cu_seqlens_k, O max_seqlen_q, O max_seqlen_k, O seqused_q, O seqused_k,
            O min_seqlen_q, O scale, O mask, O window_left, O window_right, O softcap, O bias, O alibi_slopes,
            O dropout_p, O seed, O offset, O seed_offset, bool return_randval, O sink, O sink_size, bool return_lse,
-           O out, O lse, O stream, bool use_asm_v3) {
+           O out, O lse, O stream, bool use_asm_v3, bool check_seqlens) {
             const Options o{scale, mask,      window_left, window_right, softcap,    bias,
                             alibi_slopes, dropout_p, seed,  offset, seed_offset, sink,
                             sink_size,    out,       lse,   stream, return_randval, return_lse, use_asm_v3};
-            const Varlen vl{cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, min_seqlen_q};
+            const Varlen vl{cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q,
+                            seqused_k,    min_seqlen_q, check_seqlens};
             return run_fwd(q, k, v, o, &vl);
         },
         kVarlenDoc, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"),
@@ -859,7 +884,8 @@ PYBIND11_MODULE(aiter_mha, m)
         py::arg("alibi_slopes") = py::none(), py::arg("dropout_p") = 0.0, py::arg("seed") = 0, py::arg("offset") = 0,
         py::arg("seed_offset") = py::none(), py::arg("return_randval") = false, py::arg("sink") = py::none(),
         py::arg("sink_size") = 0, py::arg("return_lse") = false, py::arg("out") = py::none(),
-        py::arg("lse") = py::none(), py::arg("stream") = 0, py::arg("use_asm_v3") = false);
+        py::arg("lse") = py::none(), py::arg("stream") = 0, py::arg("use_asm_v3") = false,
+        py::arg("check_seqlens") = true);
 
     m.def(
         "mha_bwd",

@@ -5,10 +5,14 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dlpack_io.h"
 
@@ -206,6 +210,70 @@ inline SeqArrays import_seq_arrays(const py::object& cu_seqlens_q, const py::obj
             expect_size(*u, 0, b, "length", "the batch (len(cu_seqlens_q) - 1)");
         }
     return a;
+}
+
+// Group mode: the physical starts and logical lengths, read back to check them against the arrays' extents and the
+// max_seqlen_* promises before the library indexes memory with them.
+struct Seqlens
+{
+    int64_t max_q = 0, max_k = 0; // longest logical lengths
+};
+
+inline Seqlens read_seqlens(const ImportedTensor& cu_q, const ImportedTensor& cu_k, const ImportedTensor* used_q,
+                            const ImportedTensor* used_k, int64_t b, int64_t total_q, int64_t total_k,
+                            uintptr_t stream, int device)
+{
+    std::vector<int32_t> cq(b + 1), ck(b + 1), uq(used_q ? b : 0), uk(used_k ? b : 0);
+    {
+        DeviceGuard guard(device);
+        const auto s = reinterpret_cast<cudaStream_t>(stream);
+        py::gil_scoped_release no_gil;
+        // all four are unit-stride int32 (check_layout: a 1-D array's only dim is its last)
+        cudaError_t e = cudaMemcpyAsync(cq.data(), cu_q.data(), cq.size() * 4, cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(ck.data(), cu_k.data(), ck.size() * 4, cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess && used_q)
+            e = cudaMemcpyAsync(uq.data(), used_q->data(), uq.size() * 4, cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess && used_k)
+            e = cudaMemcpyAsync(uk.data(), used_k->data(), uk.size() * 4, cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess)
+        {
+            cudaGetLastError();
+            py::gil_scoped_acquire gil;
+            raise(PyExc_RuntimeError, cuda_error("reading cu_seqlens_* / seqused_* back to check them", e));
+        }
+    }
+    Seqlens r;
+    auto scan = [&](const std::vector<int32_t>& cu, const std::vector<int32_t>& used, const char* cu_name,
+                    const char* used_name, int64_t total, const char* total_name, int64_t& longest) {
+        if (cu[0] < 0)
+            invalid(std::string(cu_name) + "[0] = " + std::to_string(cu[0]) + " is negative");
+        for (int64_t i = 0; i < b; ++i)
+        {
+            const int64_t phys = int64_t(cu[i + 1]) - cu[i];
+            if (phys < 0)
+                invalid(std::string(cu_name) + " decreases at index " + std::to_string(i + 1) + " (" +
+                        std::to_string(cu[i]) + " -> " + std::to_string(cu[i + 1]) + ")");
+            int64_t len = phys;
+            if (!used.empty())
+            {
+                len = used[i];
+                if (len < 0 || len > phys)
+                    invalid(std::string(used_name) + "[" + std::to_string(i) + "] = " + std::to_string(len) +
+                            " is outside [0, " + std::to_string(phys) + "], sequence " + std::to_string(i) +
+                            "'s rows in " + cu_name);
+            }
+            longest = std::max(longest, len);
+        }
+        if (cu[b] > total)
+            invalid(std::string(cu_name) + "[-1] = " + std::to_string(cu[b]) + " is past " + total_name + " = " +
+                    std::to_string(total));
+    };
+    scan(cq, uq, "cu_seqlens_q", "seqused_q", total_q, "total_q (q dim 0)", r.max_q);
+    scan(ck, uk, "cu_seqlens_k", "seqused_k", total_k, "total_k (k dim 0)", r.max_k);
+    return r;
 }
 
 struct BiasStrides
