@@ -192,6 +192,9 @@ int upload_kvcache(const FwdConfig& c, const ProblemLayout& l, const KvCacheLayo
         const int64_t rows = int64_t(l.shape_batch) * c.nhead * c.num_splits * l.shape_seqlen_q;
         BENCH_CHECK_CUDA(d.lse_acc.allocate(sizeof(float) * rows));
         BENCH_CHECK_CUDA(d.o_acc.allocate(sizeof(float) * rows * c.hdim_v));
+        // NaN partials: a split that leaves its own unwritten (an empty split writes LSE -inf, O 0) fails validation
+        BENCH_CHECK_CUDA(cudaMemset(d.lse_acc.get(), 0xFF, sizeof(float) * rows));
+        BENCH_CHECK_CUDA(cudaMemset(d.o_acc.get(), 0xFF, sizeof(float) * rows * c.hdim_v));
     }
     return kExitPass;
 }

@@ -36,13 +36,29 @@ def load_binding():
 
 
 def gpu_test_modules(what):
-    """(torch, aiter_mha) for a GPU test module, or skip the whole module with the reason; `what` names its tests."""
+    """(torch, aiter_mha) for a GPU test module, or skip the whole module with the reason; `what` names its tests.
+
+    On a machine with an NVIDIA GPU (nvidia-smi lists one) a missing torch, a torch without CUDA or a binding that does
+    not import is an error, not a skip: otherwise every GPU test module would skip and the run still pass.
+    MHA_ALLOW_GPU_SKIPS=1 skips there too."""
     import pytest
-    torch = pytest.importorskip(
-        "torch", reason="torch is not installed: the GPU tests need it as their reference, and an NVIDIA GPU")
+    from conftest import gpu_available
+
+    strict = gpu_available()[0] and os.environ.get("MHA_ALLOW_GPU_SKIPS") != "1"
+
+    def give_up(reason):
+        if strict:
+            pytest.fail(f"{reason} (this machine has a GPU: the {what} must run; MHA_ALLOW_GPU_SKIPS=1 skips them)",
+                        pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+
+    try:
+        import torch
+    except ImportError:
+        give_up("torch is not installed: the GPU tests need it as their reference, and an NVIDIA GPU")
     if not torch.cuda.is_available():
-        pytest.skip(f"torch.cuda is not available: the {what} need an NVIDIA GPU", allow_module_level=True)
+        give_up(f"torch.cuda is not available: the {what} need an NVIDIA GPU")
     module, reason = load_binding()
     if module is None:
-        pytest.skip(reason, allow_module_level=True)
+        give_up(reason)
     return torch, module

@@ -64,17 +64,24 @@ std::vector<bf16> random_bf16(size_t n, std::mt19937& g)
 // The larger of a running maximum and a new difference, NaN sticking (std::max would drop it).
 double worse(double acc, double diff) { return diff <= acc ? acc : diff; }
 
+// O against the reference `a` to 1% of max|a| (plus 1e-4): with inputs in U[-1, 1) and a thousand keys |O| is under
+// 0.1, where an absolute 1e-2 let a combine that ignores the partials' LSE weights or two swapped V pages pass (errors
+// 2e-3 to 8e-3); the two calls differ by rounding alone (max_err ~5e-4 and below on the GPU). LSE to 1e-3.
 bool compare(const char* name, const std::vector<bf16>& a, const std::vector<bf16>& b, const std::vector<float>& la,
              const std::vector<float>& lb)
 {
-    double err = 0, lerr = 0;
+    double err = 0, lerr = 0, top = 0;
     for (size_t i = 0; i < a.size(); ++i)
+    {
         err = worse(err, std::fabs(__bfloat162float(a[i]) - __bfloat162float(b[i])));
+        top = worse(top, std::fabs(__bfloat162float(a[i])));
+    }
     for (size_t i = 0; i < la.size(); ++i)
         if (!(std::isinf(la[i]) && la[i] == lb[i]))
             lerr = worse(lerr, std::fabs(la[i] - lb[i]));
-    const bool ok = err <= 1e-2 && lerr <= 1e-3 && std::isfinite(err) && std::isfinite(lerr);
-    std::printf("%s max_err=%.3g lse_err=%.3g %s\n", name, err, lerr, ok ? "ok" : "FAIL");
+    const double bar = 1e-2 * top + 1e-4;
+    const bool ok    = err <= bar && lerr <= 1e-3 && std::isfinite(err) && std::isfinite(lerr);
+    std::printf("%s max_err=%.3g (bar %.3g) lse_err=%.3g %s\n", name, err, bar, lerr, ok ? "ok" : "FAIL");
     return ok;
 }
 
@@ -113,6 +120,9 @@ void alloc_split_outputs(int rows, int h, int d, int splits, bf16*& o1, bf16*& o
     CHECK(cudaMalloc(&oacc, size_t(splits) * on * 4));
     CHECK(cudaMemset(o2, 0xFF, on * 2));
     CHECK(cudaMemset(l2, 0xFF, ln * 4));
+    // partials NaN too: a split that leaves its LSE / O unwritten (an empty split must write -inf / 0) shows
+    CHECK(cudaMemset(lacc, 0xFF, size_t(splits) * ln * 4));
+    CHECK(cudaMemset(oacc, 0xFF, size_t(splits) * on * 4));
 }
 
 // Group-mode Q/O [total_q, h, d]; keys of batch b: dense rows seqstart_k[b].. of [total_k, h_k, d], or pages.
@@ -239,6 +249,8 @@ struct DecodeOut
         CHECK(cudaMalloc(&l2, size_t(b) * h * 4));
         CHECK(cudaMalloc(&lacc, size_t(splits) * b * h * 4));
         CHECK(cudaMalloc(&oacc, size_t(splits) * b * h * d * 4));
+        CHECK(cudaMemset(lacc, 0xFF, size_t(splits) * b * h * 4)); // NaN partials: every split must write its own
+        CHECK(cudaMemset(oacc, 0xFF, size_t(splits) * b * h * d * 4));
     }
     ~DecodeOut()
     {

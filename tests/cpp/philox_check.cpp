@@ -1,8 +1,9 @@
-// Checks the dropout counter layout of csrc/common/philox.h: every counter serves exactly 16 elements, each with its
-// own byte; the 16 elements that one thread of an m16n8 fragment holds in a 16-row tile across four n8 tiles 32
-// columns apart (the backward's four-warps-along-N tiles) share one counter, and dropout_byte picks the byte the
-// backward kernel picks from the fragment half and column parity; distinct (batch, head), offsets and seeds draw
-// distinct values; the kept fraction matches the threshold. Prints "philox_check: ok" or the first failure.
+// Checks philox4x32_10 against Random123's known answers, then the dropout counter layout of csrc/common/philox.h:
+// every counter serves exactly 16 elements, each with its own byte; the 16 elements that one thread of an m16n8
+// fragment holds in a 16-row tile across four n8 tiles 32 columns apart (the backward's four-warps-along-N tiles)
+// share one counter, and dropout_byte picks the byte the backward kernel picks from the fragment half and column
+// parity; distinct (batch, head), offsets and seeds draw distinct values; the kept fraction matches the threshold.
+// Prints "philox_check: ok" or the first failure.
 #include "common/philox.h"
 
 #include <cstdio>
@@ -18,6 +19,20 @@ static int fail(const char* what, int a, int b)
 
 int main()
 {
+    // 0. philox4x32_10 against Random123's published known answers (its kat_vectors file: counter, key, output), so
+    //    the generator the kernels and the host references share cannot drift with both sides still agreeing
+    const uint32_t kat[3][10] = {
+        {0u, 0u, 0u, 0u, 0u, 0u, 0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u},
+        {~0u, ~0u, ~0u, ~0u, ~0u, ~0u, 0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu},
+        {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u, 0xd16cfe09u, 0x94fdccebu,
+         0x5001e420u, 0x24126ea1u}};
+    for (int i = 0; i < 3; ++i)
+    {
+        const uint32_t* v  = kat[i];
+        const mha::Philox4 o = mha::philox4x32_10(mha::Philox4{v[0], v[1], v[2], v[3]}, v[4], v[5]);
+        if (o.x != v[6] || o.y != v[7] || o.z != v[8] || o.w != v[9])
+            return fail("philox4x32_10 differs from Random123's known answer", i, 0);
+    }
     const uint64_t seed = 0x1234567890abcdefull, offset = 0x0000000500000007ull;
     const int bh = 3, rows = 48, cols = 384;
     // 1. Philox output (one per counter) -> the elements it serves: 16 each, each its own byte position
