@@ -3,13 +3,15 @@
 # (flash / cuDNN) in the same call, and leave logs under $OUT. Expects .carry/ with the nvidia-cutlass wheel and
 # peer_sdpa.py (the machine has no network).
 # Usage: bash scripts/gpu_check.sh [build] [smoke] [pytest] [perf] [paged] [decode] [bwd] [bwdsmoke] [bwdperf]
+#   [sanitize]
 # (default: the first four). smoke: the basic script, then smoke_test_fwd.sh (about 900 s in full with 16 jobs on
 # an H200: pass SMOKE_SHARD=1/2, then 2/2, to fit 600 s calls; SMOKE_LIMIT bounds it). paged: the split-KV smoke
 # section, the paged-attention tests with AITER's repro and stress, kvcache_check, tests/cpp/paged_check.cu (also
 # under compute-sanitizer), scripts/paged_bench.cu; decode: scripts/decode_bench.py;
 # bwd: a few validated benchmark_mha_bwd runs and the backward GPU tests; bwdsmoke: smoke_test_bwd.sh (SMOKE_SHARD
 # honoured); bwdperf: the backward grid against SDPA (BWD_HDIMS / BWD_SEQLENS narrow it). MHA_COMPILE_ARGS passes
-# compile.py options through build_mha.sh.
+# compile.py options through build_mha.sh. sanitize: scripts/sanitize_runs.txt under compute-sanitizer memcheck,
+# racecheck and synccheck (each run must also validate), then kvcache_check under memcheck (~200 s on an H100).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
@@ -95,4 +97,27 @@ if has bwdperf; then
   echo "== backward perf grid (ours vs PyTorch SDPA flash / cuDNN backward, same call)"
   timeout 400 python3 scripts/perf_grid.py --bwd --exe ./benchmark_mha_bwd --peer .carry/peer_sdpa.py \
     --hdims ${BWD_HDIMS:-64,128,256} --seqlens ${BWD_SEQLENS:-512,1024,2048,4096,8192,16384} 2>&1 | tee "$OUT/perf_bwd.log"
+fi
+if has sanitize; then
+  echo "== compute-sanitizer over scripts/sanitize_runs.txt"
+  for tool in memcheck racecheck synccheck; do
+    n=0; bad=0
+    while read -r which args; do
+      [[ $which == F || $which == B ]] || continue
+      exe=./benchmark_mha_fwd; [[ $which == B ]] && exe=./benchmark_mha_bwd
+      out=$(timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $exe $args -v=1 -warmup=0 -repeat=1 \
+        -kname=1 </dev/null 2>&1); rc=$?
+      n=$((n + 1))
+      echo "$tool $which $args rc=$rc" >> "$OUT/sanitize.log"; echo "$out" | tail -n 3 >> "$OUT/sanitize.log"
+      if [[ $rc -ne 0 || "$out" != *"valid:y"* ]] ||
+        ! grep -q "ERROR SUMMARY: 0 errors\|RACECHECK SUMMARY: 0 hazards" <<<"$out"; then
+        bad=$((bad + 1)); echo "-- $tool rc=$rc: $which $args"; echo "$out" | grep -v "^=========     " | tail -n 8
+      fi
+    done < scripts/sanitize_runs.txt
+    echo "$tool: $n runs, $bad bad"
+  done
+  g++ -std=c++17 -O2 -Wall -Iinclude -I/usr/local/cuda/include tests/cpp/kvcache_check.cpp -L. -lmha_fwd \
+    -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,"$PWD" -o /tmp/kvcache_check &&
+    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/kvcache_check > "$OUT/kvcache_memcheck.log" 2>&1
+  echo "kvcache_check memcheck rc=$?"; grep -E "FAIL|kvcache_check:|ERROR SUMMARY" "$OUT/kvcache_memcheck.log" | head
 fi
