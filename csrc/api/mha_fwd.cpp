@@ -899,11 +899,21 @@ aiter::mha_fwd_args fwd_args_of(const aiter::mha_batch_prefill_args& a, const st
     return f;
 }
 
+// Whether a split-KV call's splits may merge inside the split grid (mha_fwd_splitkv): `no_merge` says why not ("" when
+// they may), `tiles` counters are then taken just before the launch (a call that fails its checks takes none), and
+// `required` (MHA_SPLITKV_MERGE=grid) makes a call that cannot merge there an error.
+struct GridMerge
+{
+    std::string no_merge;
+    int64_t tiles = 0;
+    bool required = false;
+};
+
 // Checks shared by both entry points once the forward checks passed; launches the kSplit instance.
 // block_m: the split tile's height (kDecodeBlockM or kPrefillBlockM); a build without the decode instance runs a
 // speculative-decode step's rows on the prefill tile.
 float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, const ck_tile::stream_config& s,
-                int block_m)
+                int block_m, const GridMerge* merge = nullptr)
 {
     const std::string who = api;
     if (std::string why = unsupported_feature(f); !why.empty())
@@ -939,6 +949,15 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
         return 0.f;
     if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
         return fail(who + ": " + why);
+    if (merge != nullptr)
+    {
+        std::string why = merge->no_merge;
+        if (why.empty() && (p.split.merge_counters = merge_counters_for(p.split.o_acc, s.stream_id_, merge->tiles)) ==
+                               nullptr)
+            why = "no arrival counters left for a new (o_acc, stream) pair";
+        if (merge->required && !why.empty())
+            return fail(who + ": MHA_SPLITKV_MERGE=grid, but the splits cannot merge inside the split grid: " + why);
+    }
     p.split.cc = cc; // the launcher picks the decode ring and programmatic launches without asking again
     return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
 }
@@ -1099,6 +1118,7 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
                                    args.stride_k == args.hdim_q && args.stride_v == args.hdim_v,
                                    args.nhead_stride_k == args.hdim_q && args.nhead_stride_v == args.hdim_v,
                                    args.seqlen_k);
+    GridMerge grid_merge;
     if (splits > 1)
     {
         sp.lse_acc = static_cast<float*>(args.lse_acc_ptr);
@@ -1113,8 +1133,11 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         // comparisons).
         const char* merge_env = std::getenv("MHA_SPLITKV_MERGE");
         const std::string merge = merge_env ? merge_env : "";
-        std::string no_grid_merge =
-            block_m != kDecodeBlockM ? "not a decode tile (more than 16 rows per KV head, unsplit or past 64)"
+        grid_merge.required = merge == "grid";
+        grid_merge.tiles    = tiles * row_blocks;
+        grid_merge.no_merge =
+            merge == "combine" ? "MHA_SPLITKV_MERGE=combine"
+            : block_m != kDecodeBlockM ? "not a decode tile (more than 16 rows per KV head, unsplit or past 64)"
             : splits <= kClusterMergeMaxSplits  ? "8 splits or fewer merge in a thread-block cluster"
             : tiles * row_blocks * splits > int64_t(kDecodeCtasPerSm) * sm_count()
                 ? "more split CTAs than fit on the GPU at once"
@@ -1123,15 +1146,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
                     (!is_group_mode && args.batch_stride_o_acc % 4)
                 ? "o_acc_ptr is not 16-byte aligned or an o_acc stride / hdim_v is not a multiple of 4"
                 : "";
-        if (no_grid_merge.empty() && merge != "combine" &&
-            (sp.merge_counters = merge_counters_for(args.o_acc_ptr, stream_config.stream_id_, tiles * row_blocks)) ==
-                nullptr)
-            no_grid_merge = "no arrival counters left for a new (o_acc, stream) pair";
-        if (merge == "grid" && !no_grid_merge.empty())
-            return fail(who + ": MHA_SPLITKV_MERGE=grid, but the splits cannot merge inside the split grid: " +
-                        no_grid_merge);
     }
-    return run_split(who.c_str(), f, p, stream_config, block_m);
+    return run_split(who.c_str(), f, p, stream_config, block_m, splits > 1 ? &grid_merge : nullptr);
 }
 
 float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_config& stream_config,
