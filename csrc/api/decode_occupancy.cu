@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 namespace mha {
 namespace {
@@ -15,6 +16,13 @@ namespace {
 // limit, 255 registers per thread, allows 8 CTAs per SM, more than its shared memory (6 at 37,888 bytes), so the
 // shared memory decides the occupancy of both.
 __global__ void __launch_bounds__(32) decode_footprint_kernel() {}
+
+// One lock for every query on decode_footprint_kernel: each sets its shared-memory limit before asking.
+std::mutex& footprint_mutex()
+{
+    static std::mutex& mu = *new std::mutex; // never destroyed (calls from static destructors)
+    return mu;
+}
 
 } // namespace
 
@@ -28,10 +36,9 @@ int decode_clusters_per_wave(int cluster, int smem_bytes)
         (void)cudaGetLastError();
         return 0;
     }
-    static std::mutex mu;
-    static std::map<std::tuple<int, int, int>, int> cache;
+    static std::map<std::tuple<int, int, int>, int>& cache = *new std::map<std::tuple<int, int, int>, int>;
     const auto key = std::make_tuple(dev, cluster, smem_bytes);
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(footprint_mutex());
     if (auto it = cache.find(key); it != cache.end())
         return it->second;
     int n = 0;
@@ -57,6 +64,33 @@ int decode_clusters_per_wave(int cluster, int smem_bytes)
     }
     cache[key] = n;
     return n;
+}
+
+int decode_ctas_per_sm(int smem_bytes)
+{
+    if (smem_bytes < 0)
+        return 0;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+    {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    static std::map<std::pair<int, int>, int>& cache = *new std::map<std::pair<int, int>, int>;
+    const auto key = std::make_pair(dev, smem_bytes);
+    std::lock_guard<std::mutex> lock(footprint_mutex());
+    if (auto it = cache.find(key); it != cache.end())
+        return it->second;
+    int n = 0;
+    if (cudaFuncSetAttribute(decode_footprint_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_footprint_kernel, 32, size_t(smem_bytes)) !=
+            cudaSuccess)
+    {
+        (void)cudaGetLastError();
+        return 0; // not cached: a later call may know
+    }
+    return cache[key] = n;
 }
 
 long long resident_ctas(const void* kernel, int threads, int smem_bytes)

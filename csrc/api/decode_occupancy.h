@@ -11,6 +11,10 @@ namespace mha {
 // 132 x 6 / 8 = 99). Cached per (device, cluster, smem); 0 when it cannot be known (no GPU, a failed query).
 int decode_clusters_per_wave(int cluster, int smem_bytes);
 
+// One-warp decode CTAs of `smem_bytes` dynamic shared memory that one SM of the current device holds at once, by shared
+// memory alone (the ring kernel's 255 registers allow 8); cached per (device, smem); 0 when it cannot be known.
+int decode_ctas_per_sm(int smem_bytes);
+
 // CTAs of `kernel` (a __global__ function's host address) with `threads` threads and `smem_bytes` of dynamic shared
 // memory that the current device holds at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs): a cooperative
 // launch of a larger grid fails. The kernel's shared-memory limit must already allow smem_bytes. Cached per (device,

@@ -905,7 +905,8 @@ aiter::mha_fwd_args fwd_args_of(const aiter::mha_batch_prefill_args& a, const st
 struct GridMerge
 {
     std::string no_merge;
-    int64_t tiles = 0;
+    int64_t tiles = 0;  // tiles x row blocks: one counter each
+    int64_t ctas  = 0;  // the split grid's CTAs, which must all be resident at once
     bool required = false;
 };
 
@@ -952,9 +953,14 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
     if (merge != nullptr)
     {
         std::string why = merge->no_merge;
+        // The caller's bound counts kDecodeCtasPerSm per SM; the instance's ring may fit fewer (d192, d256).
+        const int per_sm = std::min(decode_ctas_per_sm(*in->smem_bytes), kDecodeCtasPerSm);
+        if (why.empty() && per_sm > 0 && merge->ctas > int64_t(per_sm) * sm_count())
+            why = "more split CTAs than fit on the GPU at once (" + str(per_sm) + " of this instance per SM)";
         if (why.empty() && (p.split.merge_counters = merge_counters_for(p.split.o_acc, s.stream_id_, merge->tiles)) ==
                                nullptr)
-            why = "no arrival counters left for a new (o_acc, stream) pair";
+            why = "no arrival counters left for this call (every (o_acc, stream) slot is taken, or the call has more "
+                  "than 1024 tiles x row blocks)";
         if (merge->required && !why.empty())
             return fail(who + ": MHA_SPLITKV_MERGE=grid, but the splits cannot merge inside the split grid: " + why);
     }
@@ -1135,6 +1141,7 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
         const std::string merge = merge_env ? merge_env : "";
         grid_merge.required = merge == "grid";
         grid_merge.tiles    = tiles * row_blocks;
+        grid_merge.ctas     = tiles * row_blocks * splits;
         grid_merge.no_merge =
             merge == "combine" ? "MHA_SPLITKV_MERGE=combine"
             : block_m != kDecodeBlockM ? "not a decode tile (more than 16 rows per KV head, unsplit or past 64)"

@@ -991,7 +991,10 @@ bool concurrent_merge_case()
         for (size_t j = 0; j < l.size(); ++j)
             worst_lse = worse(worst_lse, std::fabs(l[j] - pr[0].l_ref[j]));
     }
-    ok &= worst <= 1e-2 && worst_lse <= 1e-3; // false for NaN
+    double top = 0;
+    for (const bf16& x : pr[0].o_ref)
+        top = worse(top, std::fabs(__bfloat162float(x)));
+    ok &= worst <= 1e-2 * top + 1e-4 && worst_lse <= 1e-3; // compare()'s bar; false for NaN
     std::printf("in-grid merge, %d o_acc addresses max_err=%.3g lse_err=%.3g %s\n", calls, worst, worst_lse,
                 ok ? "ok" : "FAIL");
     setenv("MHA_SPLITKV_MERGE", "grid", 1);
