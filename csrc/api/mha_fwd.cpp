@@ -953,7 +953,7 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
     if (merge != nullptr)
     {
         std::string why = merge->no_merge;
-        // The caller's bound counts kDecodeCtasPerSm per SM; the instance's ring may fit fewer (d192, d256).
+        // The caller's bound counts kDecodeCtasPerSm per SM; the instance's ring may fit fewer (d256: 5).
         const int per_sm = std::min(decode_ctas_per_sm(*in->smem_bytes), kDecodeCtasPerSm);
         if (why.empty() && per_sm > 0 && merge->ctas > int64_t(per_sm) * sm_count())
             why = "more split CTAs than fit on the GPU at once (" + str(per_sm) + " of this instance per SM)";

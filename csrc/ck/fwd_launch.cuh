@@ -219,9 +219,10 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                 }
                 // More splits, with arrival counters from the host: the grid launches cooperatively (every CTA
                 // resident at once) and the splits merge inside it (fwd_params.h has the measurements); a grid
-                // that does not fit at once takes the combine kernel. The host's bound (mha_fwd.cpp) assumes six
-                // CTAs per SM, which the larger head dims' rings do not fit (d256: 3), so the kernel's own
-                // occupancy is asked first rather than paying a failed launch (0, unknown: the launch tells).
+                // that does not fit at once takes the combine kernel. The host bounds the grid by the instance's
+                // shared memory (mha_fwd.cpp: d256, 40,976 bytes, 5 CTAs per SM); the kernel's own occupancy
+                // (registers too) is asked here as well rather than paying a failed launch (0, unknown: the launch
+                // tells).
                 const long long fit = n > 1 && counters != nullptr
                                           ? resident_ctas(reinterpret_cast<const void*>(ring_kernel), Kt::kNThreads,
                                                           Kt::kSmemBytes)
