@@ -10,13 +10,16 @@
 //            merge, merge inside the split grid, combine kernel, placement clusters)
 //   masked   masked speculative-decode steps of 17 to 64 rows per KV head over a dense cache vs mha_fwd
 //   merge    split-KV calls merging inside their grids on two streams at once, and on more o_acc addresses than the
-//            counter pool has slots, vs the same calls through the combine kernel
+//            counter pool has slots, vs the same calls through the combine kernel; the same with a second CUDA
+//            context on the device taking turns with the primary one
 // Prints "<case> max_err=<e> lse_err=<e> ok|FAIL" per case and exits non-zero on any failure.
 #include "mha_fwd.h"
 #include "cuda_check.h"
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -1040,6 +1043,140 @@ std::vector<bf16> prefill_once()
     return out;
 }
 
+// The driver function `name` at ABI `version`, or nullptr (the check links the runtime only).
+template <typename Fn>
+Fn driver_fn(const char* name, int version)
+{
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+    {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    return reinterpret_cast<Fn>(fn);
+}
+
+// Two CUDA contexts on one device, each with the library's module loaded (and its own merge counters): the primary
+// context runs two in-grid merges on two streams at once while a second context (cuCtxCreate) runs its own in
+// between, 10 rounds, under MHA_SPLITKV_MERGE=grid. The counter slots used to be kept per device, so a call from the
+// other context reset them and the primary context's second call took the slot its first call was still counting on
+// (a hang, or a merge before every split was in). Every result must equal the same call through the combine kernel.
+bool two_contexts_case()
+{
+    const auto ctx_create = driver_fn<PFN_cuCtxCreate_v3020>("cuCtxCreate", 3020);
+    const auto ctx_push   = driver_fn<PFN_cuCtxPushCurrent_v4000>("cuCtxPushCurrent", 4000);
+    const auto ctx_pop    = driver_fn<PFN_cuCtxPopCurrent_v4000>("cuCtxPopCurrent", 4000);
+    const auto ctx_del    = driver_fn<PFN_cuCtxDestroy_v4000>("cuCtxDestroy", 4000);
+    const auto dev_get    = driver_fn<PFN_cuDeviceGet_v2000>("cuDeviceGet", 2000);
+    int ordinal = 0;
+    CHECK(cudaGetDevice(&ordinal));
+    CUdevice dev{};
+    CUcontext other = nullptr, popped = nullptr;
+    if (!ctx_create || !ctx_push || !ctx_pop || !ctx_del || !dev_get || dev_get(&dev, ordinal) != CUDA_SUCCESS ||
+        ctx_create(&other, 0, dev) != CUDA_SUCCESS)
+    {
+        std::printf("in-grid merge, two contexts FAIL: no second context (driver entry points)\n");
+        return false;
+    }
+    ctx_pop(&popped); // cuCtxCreate made it current: back to the primary context
+
+    const int b = 1, h = 32, hk = 8, d = 128, sk = 8192, splits = 64;
+    const size_t o_elems = size_t(b) * h * d, acc_floats = size_t(splits) * b * h * d;
+    struct Side // a problem and its outputs, allocated in the context that runs it
+    {
+        bf16 *q = nullptr, *k = nullptr, *v = nullptr;
+        DecodeOut* out[2] = {nullptr, nullptr};
+        cudaStream_t st[2] = {nullptr, nullptr};
+        std::vector<bf16> o_ref;
+        std::vector<float> l_ref;
+    } side[2];
+    auto make = [&](Side& x, uint32_t seed) {
+        std::mt19937 g(seed);
+        x.q = upload(random_bf16(size_t(b) * h * d, g));
+        x.k = upload(random_bf16(size_t(b) * sk * hk * d, g));
+        x.v = upload(random_bf16(size_t(b) * sk * hk * d, g));
+        for (int i = 0; i < 2; ++i)
+        {
+            x.out[i] = new DecodeOut(b, h, d, splits);
+            CHECK(cudaStreamCreateWithFlags(&x.st[i], cudaStreamNonBlocking));
+        }
+    };
+    auto args = [&](Side& x, int i) {
+        return decode_args(b, sk, splits, x.q, x.k, x.v, x.out[i]->o2, x.out[i]->l2, x.out[i]->lacc, x.out[i]->oacc);
+    };
+    auto call = [&](Side& x, int i) {
+        DecodeOut& o = *x.out[i];
+        CHECK(cudaMemsetAsync(o.oacc, 0xff, acc_floats * 4, x.st[i]));
+        CHECK(cudaMemsetAsync(o.lacc, 0xff, size_t(splits) * b * h * 4, x.st[i]));
+        CHECK(cudaMemsetAsync(o.o2, 0xff, o_elems * 2, x.st[i]));
+        CHECK(cudaMemsetAsync(o.l2, 0xff, b * h * 4, x.st[i]));
+        const bool ran = decode_call(args(x, i), x.st[i]) >= 0;
+        if (!ran)
+            std::printf("in-grid merge, two contexts FAIL: %s\n", aiter::mha_get_last_error());
+        return ran;
+    };
+    auto reference = [&](Side& x) {
+        setenv("MHA_SPLITKV_MERGE", "combine", 1);
+        const bool ran = decode_call(args(x, 0), nullptr) >= 0;
+        CHECK(cudaDeviceSynchronize());
+        x.o_ref = download(x.out[0]->o2, o_elems), x.l_ref = download(x.out[0]->l2, b * h);
+        return ran;
+    };
+    bool ok = true;
+    make(side[0], 41);
+    ok &= reference(side[0]);
+    ctx_push(other);
+    make(side[1], 43);
+    ok &= reference(side[1]);
+    ctx_pop(&popped);
+    setenv("MHA_SPLITKV_MERGE", "grid", 1);
+    for (int rep = 0; rep < 10 && ok; ++rep)
+    {
+        ok &= call(side[0], 0);
+        ctx_push(other);
+        ok &= call(side[1], 0);
+        ctx_pop(&popped);
+        ok &= call(side[0], 1);
+    }
+    unsetenv("MHA_SPLITKV_MERGE");
+    CHECK(cudaDeviceSynchronize());
+    ctx_push(other);
+    CHECK(cudaDeviceSynchronize());
+    ctx_pop(&popped);
+    for (int c = 0; c < 2 && ok; ++c)
+    {
+        if (c == 1)
+            ctx_push(other);
+        for (int i = 0; i < (c == 0 ? 2 : 1) && ok; ++i)
+        {
+            const std::string name = std::string("in-grid merge, two contexts: ") + (c ? "second context" : "primary") +
+                                     (c ? "" : i ? ", stream 2" : ", stream 1");
+            ok &= compare(name.c_str(), side[c].o_ref, download(side[c].out[i]->o2, o_elems), side[c].l_ref,
+                          download(side[c].out[i]->l2, b * h));
+        }
+        if (c == 1)
+            ctx_pop(&popped);
+    }
+    for (int c = 1; c >= 0; --c) // the second context's memory is freed while it is current
+    {
+        if (c == 1)
+            ctx_push(other);
+        for (int i = 0; i < 2; ++i)
+        {
+            delete side[c].out[i];
+            cudaStreamDestroy(side[c].st[i]);
+        }
+        for (void* x : {(void*)side[c].q, (void*)side[c].k, (void*)side[c].v})
+            cudaFree(x);
+        if (c == 1)
+            ctx_pop(&popped);
+    }
+    ctx_del(other);
+    return ok;
+}
+
 // After a cudaDeviceReset, the library's per-context state must follow the new context: kernel attributes (set once
 // per context, func_attr.h: a prefill call before the reset and the same call after it must both run and agree bit
 // for bit), the in-grid merge's arrival counters (the module is loaded again, maybe elsewhere; before the reset
@@ -1318,6 +1455,7 @@ int main()
     for (auto [b, splits] : {std::pair{3, 8}, std::pair{3, 16}, std::pair{8, 16}, std::pair{4, 1}})
         ok &= graph_case(b, splits);
     ok &= concurrent_merge_case();
+    ok &= two_contexts_case();
     ok &= reset_case(); // last: it releases every allocation of the cases before it
     std::printf("kvcache_check: %s\n", ok ? "all ok" : "FAILED");
     return ok ? 0 : 1;
