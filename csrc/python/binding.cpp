@@ -51,34 +51,6 @@ struct Varlen
     bool check_seqlens;
 };
 
-// The largest logical seqlen_k over the batch, read from the device (one small copy that synchronizes `stream`).
-int64_t max_logical_seqlen_k(const ImportedTensor& cu_k, const ImportedTensor* used_k, int64_t b, uintptr_t stream,
-                             int device)
-{
-    std::vector<int32_t> cu(b + 1), used(used_k ? b : 0);
-    {
-        DeviceGuard guard(device);
-        const auto s = reinterpret_cast<cudaStream_t>(stream);
-        py::gil_scoped_release no_gil;
-        // both are unit-stride (check_layout: a 1-D array's only dim is its last)
-        cudaError_t e = cudaMemcpyAsync(cu.data(), cu_k.data(), (b + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost, s);
-        if (e == cudaSuccess && used_k)
-            e = cudaMemcpyAsync(used.data(), used_k->data(), b * sizeof(int32_t), cudaMemcpyDeviceToHost, s);
-        if (e == cudaSuccess)
-            e = cudaStreamSynchronize(s);
-        if (e != cudaSuccess)
-        {
-            cudaGetLastError();
-            py::gil_scoped_acquire gil;
-            raise(PyExc_RuntimeError, cuda_error("reading cu_seqlens_k / seqused_k to size the bias / randval", e));
-        }
-    }
-    int64_t m = 0;
-    for (int64_t i = 0; i < b; ++i)
-        m = std::max<int64_t>(m, used_k ? used[i] : int64_t(cu[i + 1]) - cu[i]);
-    return m;
-}
-
 py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const Options& o,
                    const Varlen* vl)
 {
@@ -221,22 +193,16 @@ py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::o
     // Group mode: the sequence arrays are read back (one small copy that synchronizes the stream) and checked as
     // mha_varlen_bwd checks them: starts inside q / k's rows, non-decreasing, seqused_* within each segment,
     // max_seqlen_q >= every logical seqlen_q (else rows past it are never written). check_seqlens=False trusts them
-    // (no synchronization, e.g. under CUDA graph capture), except that bias / randval rows, max_seqlen_k wide, are
-    // still checked against the longest logical seqlen_k: a randval row narrower than that is written out of bounds.
+    // (no synchronization), except with bias / randval, whose rows, max_seqlen_k wide, must hold the longest logical
+    // seqlen_k (a randval row narrower than that is written out of bounds): the arrays are read and checked then too.
     int64_t width = s_k;
     if (group && b > 0 && (vl->check_seqlens || bias || o.return_randval))
     {
-        int64_t need = 0;
-        if (vl->check_seqlens)
-        {
-            const Seqlens lens = read_seqlens(*cu_q, *cu_k, used_q.get(), used_k.get(), b, s_q, s_k, strm, device);
-            if (max_q < lens.max_q)
-                invalid("max_seqlen_q = " + std::to_string(max_q) + " is less than the longest logical seqlen_q (" +
-                        std::to_string(lens.max_q) + ") in cu_seqlens_q / seqused_q");
-            need = lens.max_k;
-        }
-        else
-            need = max_logical_seqlen_k(*cu_k, used_k.get(), b, strm, device);
+        const Seqlens lens = read_seqlens(*cu_q, *cu_k, used_q.get(), used_k.get(), b, s_q, s_k, strm, device);
+        if (max_q < lens.max_q)
+            invalid("max_seqlen_q = " + std::to_string(max_q) + " is less than the longest logical seqlen_q (" +
+                    std::to_string(lens.max_q) + ") in cu_seqlens_q / seqused_q");
+        const int64_t need = lens.max_k;
         if (bias || o.return_randval)
         {
             width = max_k >= 0 ? max_k : bias ? bias->size(2) : need;
@@ -788,7 +754,7 @@ constexpr const char* kVarlenDoc =
     "bias:    elementwise bias in q's dtype indexed [h_q, total_q, max_seqlen_k]: sequence i's rows start at row\n"
     "         cu_seqlens_q[i]; dims 0-1 broadcast when of size 1. max_seqlen_k: the width of bias / randval rows;\n"
     "         default the bias width, else the longest logical seqlen_k, checked against it (with bias or\n"
-    "         return_randval the arrays are read back even when check_seqlens is False).\n"
+    "         return_randval the arrays are read back and checked even when check_seqlens is False).\n"
     "Outputs: out [total_q, h_q, d_v]; lse [h_q, total_q]; randval uint8 [h_q, total_q, max_seqlen_k].\n"
     MHA_FEATURE_DOC;
 
