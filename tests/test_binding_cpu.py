@@ -44,7 +44,7 @@ def test_module_surface():
     assert hasattr(aiter_mha, "DeviceBuffer")
     for fn, extra in ((aiter_mha.mha_fwd, ()),
                       (aiter_mha.mha_varlen_fwd, ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k",
-                                                  "seqused_q", "seqused_k", "min_seqlen_q"))):
+                                                  "seqused_q", "seqused_k", "min_seqlen_q", "check_seqlens"))):
         doc = fn.__doc__
         for kw in FEATURE_KWARGS + extra:
             assert kw in doc, f"{fn.__name__}.__doc__ does not mention {kw}"
@@ -362,6 +362,16 @@ def test_varlen_invalid(change, msg):
     with pytest.raises(ValueError, match=msg):
         aiter_mha.mha_varlen_fwd(args["q"], args["k"], args["v"], args["cu_q"], args["cu_k"], args["max_seqlen_q"],
                                  **kw)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_varlen_check_seqlens_keyword(check):
+    # the keyword parses either way; host arrays are then refused before anything is read back
+    q, k, v, cu_q, cu_k = varlen()
+    with pytest.raises(ValueError, match=r"q is on cpu; expected a CUDA device array"):
+        aiter_mha.mha_varlen_fwd(q, k, v, cu_q, cu_k, 16, check_seqlens=check)
+    with pytest.raises(TypeError):
+        aiter_mha.mha_varlen_fwd(q, k, v, cu_q, cu_k, 16, check_seqlens="yes")
 
 
 def test_varlen_releases_arrays_on_error():
