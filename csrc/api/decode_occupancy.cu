@@ -93,39 +93,5 @@ int decode_ctas_per_sm(int smem_bytes)
     return cache[key] = n;
 }
 
-long long resident_ctas(const void* kernel, int threads, int smem_bytes)
-{
-    if (kernel == nullptr || threads < 1 || smem_bytes < 0)
-        return 0;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess)
-    {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    static std::mutex& mu = *new std::mutex; // never destroyed (calls from static destructors)
-    static std::map<std::tuple<int, const void*, int, int>, long long>& cache =
-        *new std::map<std::tuple<int, const void*, int, int>, long long>;
-    const auto key = std::make_tuple(dev, kernel, threads, smem_bytes);
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end())
-        return it->second;
-    // Not a stream operation, but a capture in global mode may refuse unlisted calls: relaxed for the query.
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    const bool exchanged       = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
-    int per_sm = 0, sms = 0;
-    const bool known =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, size_t(smem_bytes)) == cudaSuccess &&
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess;
-    if (exchanged)
-        cudaThreadExchangeStreamCaptureMode(&mode);
-    if (!known)
-    {
-        (void)cudaGetLastError();
-        return 0; // not cached: a later call may know
-    }
-    return cache[key] = static_cast<long long>(per_sm) * sms;
-}
-
 } // namespace mha
 

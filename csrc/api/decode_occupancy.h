@@ -15,10 +15,4 @@ int decode_clusters_per_wave(int cluster, int smem_bytes);
 // memory alone (the ring kernel's 255 registers allow 8); cached per (device, smem); 0 when it cannot be known.
 int decode_ctas_per_sm(int smem_bytes);
 
-// CTAs of `kernel` (a __global__ function's host address) with `threads` threads and `smem_bytes` of dynamic shared
-// memory that the current device holds at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs): a cooperative
-// launch of a larger grid fails. The kernel's shared-memory limit must already allow smem_bytes. Cached per (device,
-// kernel, threads, smem); 0 when it cannot be known.
-long long resident_ctas(const void* kernel, int threads, int smem_bytes);
-
 } // namespace mha

@@ -953,9 +953,11 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
     if (merge != nullptr)
     {
         std::string why = merge->no_merge;
-        // The caller's bound counts kDecodeCtasPerSm per SM; the instance's ring may fit fewer (d256: 5).
-        const int per_sm = std::min(decode_ctas_per_sm(*in->smem_bytes), kDecodeCtasPerSm);
-        if (why.empty() && per_sm > 0 && merge->ctas > int64_t(per_sm) * sm_count())
+        // Every CTA of the split grid resident at once: at most kDecodeCtasPerSm per SM, fewer where the
+        // instance's shared memory says so (d256: 5; unknown: kDecodeCtasPerSm, and the cooperative launch tells).
+        const int known  = decode_ctas_per_sm(*in->smem_bytes);
+        const int per_sm = known > 0 ? std::min(known, kDecodeCtasPerSm) : kDecodeCtasPerSm;
+        if (why.empty() && merge->ctas > int64_t(per_sm) * sm_count())
             why = "more split CTAs than fit on the GPU at once (" + str(per_sm) + " of this instance per SM)";
         if (why.empty() && (p.split.merge_counters = merge_counters_for(p.split.o_acc, s.stream_id_, merge->tiles)) ==
                                nullptr)
@@ -1146,8 +1148,6 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
             merge == "combine" ? "MHA_SPLITKV_MERGE=combine"
             : block_m != kDecodeBlockM ? "not a decode tile (more than 16 rows per KV head, unsplit or past 64)"
             : splits <= kClusterMergeMaxSplits  ? "8 splits or fewer merge in a thread-block cluster"
-            : tiles * row_blocks * splits > int64_t(kDecodeCtasPerSm) * sm_count()
-                ? "more split CTAs than fit on the GPU at once"
             : !aligned(args.o_acc_ptr, 16) || args.hdim_v % 4 || args.stride_o_acc % 4 ||
                     args.nhead_stride_o_acc % 4 || args.split_stride_o_acc % 4 ||
                     (!is_group_mode && args.batch_stride_o_acc % 4)

@@ -218,16 +218,10 @@ cudaError_t run_split(const FwdParams& p, cudaStream_t stream)
                     q.split.cluster_merge = 0;
                 }
                 // More splits, with arrival counters from the host: the grid launches cooperatively (every CTA
-                // resident at once) and the splits merge inside it (fwd_params.h has the measurements); a grid
-                // that does not fit at once takes the combine kernel. The host bounds the grid by the instance's
-                // shared memory (mha_fwd.cpp: d256, 40,976 bytes, 5 CTAs per SM); the kernel's own occupancy
-                // (registers too) is asked here as well rather than paying a failed launch (0, unknown: the launch
-                // tells).
-                const long long fit = n > 1 && counters != nullptr
-                                          ? resident_ctas(reinterpret_cast<const void*>(ring_kernel), Kt::kNThreads,
-                                                          Kt::kSmemBytes)
-                                          : 0;
-                if (n > 1 && counters != nullptr && (fit == 0 || int64_t(grid.x) * grid.y * grid.z <= fit))
+                // resident at once) and the splits merge inside it (fwd_params.h has the measurements). The host
+                // hands out counters only for grids that fit by the instance's shared memory (mha_fwd.cpp); one
+                // that does not fit at once after all takes the combine kernel.
+                if (n > 1 && counters != nullptr)
                 {
                     FwdParams c = q;
                     c.split.merge_counters = counters;
