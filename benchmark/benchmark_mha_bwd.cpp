@@ -135,6 +135,14 @@ public:
             }
             blocks_.push_back(Block{p, std::max(bytes, kMinBytes), false});
             it = blocks_.end() - 1;
+            // a new block the library did not ask to be zeroed starts as NaN (0xFF bytes), so an accumulator tile the
+            // pass reads without zeroing fails validation (a reused block holds the previous call's sums instead)
+            if (!zero_init)
+                if (const cudaError_t e = cudaMemsetAsync(p, 0xFF, it->bytes, nullptr); e != cudaSuccess)
+                {
+                    std::cerr << "workspace_alloc: cudaMemsetAsync failed: " << cudaGetErrorString(e) << std::endl;
+                    return nullptr;
+                }
         }
         if (zero_init && bytes > 0)
         {

@@ -88,9 +88,10 @@ template <typename Args>
 std::string invalid_shape(const Args& a)
 {
     if (a.batch < 1 || a.batch > kMaxGridYZ)
-        return "batch must be in [1, " + str(kMaxGridYZ) + "], got " + str(a.batch);
+        return "batch must be in [1, " + str(kMaxGridYZ) + "] (a CUDA grid dimension; split larger batches into "
+               "several calls), got " + str(a.batch);
     if (a.nhead_q < 1 || a.nhead_q > kMaxGridYZ)
-        return "nhead_q must be in [1, " + str(kMaxGridYZ) + "], got " + str(a.nhead_q);
+        return "nhead_q must be in [1, " + str(kMaxGridYZ) + "] (a CUDA grid dimension), got " + str(a.nhead_q);
     if (a.nhead_k < 1 || a.nhead_q % a.nhead_k != 0)
         return "nhead_q (" + str(a.nhead_q) + ") must be a positive multiple of nhead_k (" + str(a.nhead_k) + ")";
     for (auto [name, d] : {std::pair{"hdim_q", a.hdim_q}, std::pair{"hdim_v", a.hdim_v}})

@@ -245,7 +245,9 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
     BwdParams p = make_params(args);
     // workspace: fp32 dQ accumulator, one block_m x instance-hdim tile per (batch, head, query block) in the kernel's
     // fragment order (bwd_kernel.cuh, dq_acc_index), then (deterministic) one turn counter per (batch, head, query
-    // block). Zeroed on the stream by every pass.
+    // block). Group mode sizes it by batch x max_seqlen_q as CK's upper bound does (total_q would need the host to
+    // wait for seqstart_q). Not memset: the pass's first kernel zeroes the tiles and counters of the query blocks that
+    // hold rows, which in group mode can be far fewer.
     const size_t q_blocks   = size_t(p.batch) * p.nhead_q * size_t((p.max_seqlen_q + in->block_m - 1) / in->block_m);
     if (q_blocks > SIZE_MAX / (size_t(in->block_m) * in->hdim * sizeof(float) + sizeof(int32_t)))
         return fail("mha_bwd: the dQ accumulator of " + str(int64_t(q_blocks)) + " query blocks (batch x nhead_q x "
@@ -265,12 +267,7 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
     p.dq_acc  = reinterpret_cast<float*>(ws);
     p.dq_turn = turn_bytes > 0 ? reinterpret_cast<int32_t*>(ws + acc_bytes) : nullptr;
 
-    return launch_and_time(s, in->name, [&] {
-        if (bytes > 0)
-            if (cudaError_t err = cudaMemsetAsync(ws, 0, bytes, s.stream_id_); err != cudaSuccess)
-                return err;
-        return in->launch(p, s.stream_id_);
-    });
+    return launch_and_time(s, in->name, [&] { return in->launch(p, s.stream_id_); });
 }
 
 } // namespace aiter

@@ -135,7 +135,9 @@ std::string invalid_argument(const aiter::mha_fwd_args& a)
             return why;
     // The kernels address K / V key blocks (up to 128 rows) with 32-bit offsets inside the block.
     if (a.stride_k >= kMaxKvRowStride || a.stride_v >= kMaxKvRowStride)
-        return "stride_k and stride_v must be below 2^24 elements, got " + str(a.stride_k) + ", " + str(a.stride_v);
+        return "stride_k and stride_v must be below 2^24 elements (the kernels address a key block with 32-bit "
+               "offsets), got " + str(a.stride_k) + ", " + str(a.stride_v) +
+               "; a layout with the sequence outside the batch (sbhd) reaches this: pass bshd / bhsd K and V";
     if (a.has_lse && (a.nhead_stride_lse < 0 || (!a.is_group_mode && a.batch_stride_lse < 0)))
         return "nhead_stride_lse and batch_stride_lse must be >= 0";
     // what the kernels write: O [b, s_q, h, d_v], LSE [b, h, s_q] (rows 1 apart), randval [b, h, s_q, s_k]

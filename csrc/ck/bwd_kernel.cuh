@@ -1,7 +1,8 @@
 #pragma once
 // The ck backward pass: three kernels (plus the sink-logit gradient and the stored dropout random values when asked
 // for), launched in order on one stream (bwd_launch.cuh).
-//  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row, stored times 1 - p_drop (CK's softmax_d); then
+//  1. bwd_dot_do_o: D = rowsum(dO * O) in fp32 per query row, stored times 1 - p_drop (CK's softmax_d), and the
+//     fp32 dQ accumulator tiles (and deterministic turn counters) of the query blocks that hold rows zeroed; then
 //     bwd_sink_grad when d_sink is asked for.
 //  2. bwd_kernel: one CTA per (key block, query head, batch). K and V stay in shared memory; for every query block
 //     that sees the keys it recomputes P = exp(S - LSE) from Q, gets dP = dO V^T, dS = P (dP - D), and accumulates
@@ -83,16 +84,34 @@ __device__ __forceinline__ void red_add_f32(float* a, float x)
     asm volatile("red.global.add.f32 [%0], %1;" ::"l"(a), "f"(x) : "memory");
 }
 
-// ---- 1. D = rowsum(dO * O) ---------------------------------------------------------------------------------------
-// 8 threads per row, 16 rows per 128-thread CTA; grid (ceil(max_seqlen_q / 16), nhead_q, batch).
-template <typename Element>
+// ---- 1. D = rowsum(dO * O), and the dQ accumulator zeroed -------------------------------------------------------
+// 8 threads per row, 16 rows per 128-thread CTA; grid (ceil(max_seqlen_q / 16), nhead_q, batch). The CTA whose 16 rows
+// start a query block (kBlockM rows) zeroes that block's dQ accumulator tile and turn counter. Only blocks holding
+// rows are zeroed, the ones bwd_kernel adds to and bwd_convert_dq reads: a group-mode accumulator is sized by batch x
+// max_seqlen_q (the host cannot know total_q without a synchronization), so one long sequence among many short ones
+// leaves most of it untouched, and a memset of all of it would cost more than the pass.
+template <typename Kt>
 __global__ void __launch_bounds__(128) bwd_dot_do_o(const __grid_constant__ BwdParams p)
 {
+    using Element = typename Kt::Element;
     const int b = blockIdx.z, h = blockIdx.y;
     const int row = blockIdx.x * 16 + threadIdx.x / 8, lane8 = threadIdx.x % 8;
     const BwdSeq seq(p, b);
     if (blockIdx.x * 16 >= seq.seqlen_q)
         return;
+    static_assert(Kt::kBlockM % 16 == 0 && Kt::kDqTileElems % (4 * 128) == 0);
+    if (blockIdx.x * 16 % Kt::kBlockM == 0)
+    {
+        const int m_block        = blockIdx.x * 16 / Kt::kBlockM;
+        const int m_blocks_total = (p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM;
+        const int64_t tile_id    = (int64_t(b) * p.nhead_q + h) * m_blocks_total + m_block;
+        float4* tile = reinterpret_cast<float4*>(p.dq_acc + tile_id * Kt::kDqTileElems); // 16-byte aligned (host)
+        CUTE_UNROLL
+        for (int i = threadIdx.x; i < Kt::kDqTileElems / 4; i += 128)
+            tile[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (p.dq_turn != nullptr && threadIdx.x == 0)
+            p.dq_turn[tile_id] = 0;
+    }
     float acc = 0.f;
     if (row < seq.seqlen_q)
     {

@@ -1,8 +1,8 @@
 #pragma once
-// Host-side launcher of one ck backward instance: dot(dO, O) preprocess [+ sink gradient] [+ the dropout random
-// values, when asked to store them], the dQ/dK/dV kernel (grid = key blocks x query heads x batch), then the dQ
-// conversion, all on one stream. The caller (csrc/api) has
-// put a zeroed fp32 dQ accumulator (and, deterministic, zeroed turn counters) into p; bwd_workspace_bytes sizes it.
+// Host-side launcher of one ck backward instance: dot(dO, O) preprocess, which also zeroes the used tiles of the fp32
+// dQ accumulator and the turn counters [+ sink gradient] [+ the dropout random values, when asked to store them], the
+// dQ/dK/dV kernel (grid = key blocks x query heads x batch), then the dQ conversion, all on one stream. The caller
+// (csrc/api) has put the accumulator (and, deterministic, the turn counters), uninitialized, into p.
 // Generated instance files (build/gen/bwd_ck_*.cu) call run_bwd<Traits>; csrc/api never sees CuTe.
 
 #include "../common/func_attr.h"
@@ -15,12 +15,11 @@ namespace mha::ck {
 template <typename Kt>
 cudaError_t run_bwd(const BwdParams& p, cudaStream_t stream)
 {
-    using Element = typename Kt::Element;
     const dim3 row_grid((p.max_seqlen_q + 15) / 16, p.nhead_q, p.batch);
     cudaError_t err = cudaSuccess;
     if (p.max_seqlen_q > 0)
     {
-        bwd_dot_do_o<Element><<<row_grid, 128, 0, stream>>>(p);
+        bwd_dot_do_o<Kt><<<row_grid, 128, 0, stream>>>(p);
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
