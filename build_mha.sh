@@ -2,8 +2,8 @@
 # Build the libraries (compile.py) and the benchmark executables into the current directory, as AITER's
 # op_tests/cpp/mha/build_mha.sh does. Usage: bash build_mha.sh [fwd|bwd|fwd_v3|bwd_v3|all]   (default: all)
 # fwd builds mha_fwd, mha_fwd_splitkv and mha_batch_prefill; fwd_v3 / bwd_v3 (AITER's asm-only builds) build the
-# mha_fwd / mha_bwd instances. Extra compile.py options pass through MHA_COMPILE_ARGS, split as shell words without
-# glob expansion, e.g. MHA_COMPILE_ARGS="--preset ci --arch sm_90a" or MHA_COMPILE_ARGS="--filter '*bf16_d128*'".
+# mha_fwd / mha_bwd instances. Extra compile.py options pass through MHA_COMPILE_ARGS, split as shell words (Python's
+# shlex: quotes honoured, nothing expanded or run; --list / --print-toolchain stop after compile.py), e.g. MHA_COMPILE_ARGS="--preset ci --arch sm_90a" or MHA_COMPILE_ARGS="--filter '*bf16_d128*'".
 # The benchmarks are linked by compile.py's nvcc for the library's archs (compile.py --print-toolchain) unless
 # MHA_BENCH_GENCODE is set.
 # The executables carry an rpath of $ORIGIN and static cudart: they run from any working directory without
@@ -19,14 +19,22 @@ case "$API" in
 esac
 BENCH=${API%_v3}
 
+PYTHON=${PYTHON:-python3}
 EXTRA=()
 if [[ -n "${MHA_COMPILE_ARGS:-}" ]]; then
-  set -f
-  eval "EXTRA=(${MHA_COMPILE_ARGS})" || { echo "build_mha.sh: cannot split MHA_COMPILE_ARGS" >&2; exit 2; }
-  set +f
+  # split as shell words by Python's shlex (quotes honoured; no expansion, no command substitution), re-quoted
+  QUOTED=$("$PYTHON" -c '
+import shlex, sys
+try:
+    print(" ".join(shlex.quote(w) for w in shlex.split(sys.argv[1])))
+except ValueError as e:
+    sys.exit(f"build_mha.sh: cannot split MHA_COMPILE_ARGS: {e}")' "$MHA_COMPILE_ARGS") || exit 2
+  eval "EXTRA=($QUOTED)"
 fi
-PYTHON=${PYTHON:-python3}
 "$PYTHON" "$SCRIPT_DIR/compile.py" ${COMPILE_API:+--api=$COMPILE_API} ${EXTRA[@]+"${EXTRA[@]}"}
+for a in ${EXTRA[@]+"${EXTRA[@]}"}; do # compile.py only printed something: nothing to link
+  case "$a" in --list|--print-toolchain|-h|--help) exit 0 ;; esac
+done
 
 # the nvcc compile.py used and the library's archs
 TOOLCHAIN=$("$PYTHON" "$SCRIPT_DIR/compile.py" ${COMPILE_API:+--api=$COMPILE_API} ${EXTRA[@]+"${EXTRA[@]}"} \

@@ -135,8 +135,8 @@ def parse_args(argv):
     ap.add_argument("--variants", default="", help=f"comma list of {', '.join(gen.ALL_VARIANTS)} (default: all; "
                                                    "'full' adds soft-cap, bias, ALiBi, sinks and dropout; the "
                                                    "backward's 'alibi' / 'dropout' have only that feature)")
-    ap.add_argument("--arch", default="", help=f"comma list of {', '.join(gen.ARCHS)} (default: the visible GPU's, "
-                                               "else sm_80,sm_90a)")
+    ap.add_argument("--arch", default="", help=f"comma list of {', '.join(gen.ARCHS)}; sm_90 / sm_100 / sm_120 mean "
+                                               "their 'a' targets (default: the visible GPU's, else sm_80,sm_90a)")
     ap.add_argument("--preset", default="all", choices=sorted(gen.PRESETS), help="base instance set (default all)")
     ap.add_argument("--filter", default="", help="fnmatch pattern on instance names, e.g. '*bf16_d128*'")
     ap.add_argument("--list", action="store_true", help="print the instances and the support table, build nothing")
@@ -169,7 +169,9 @@ def resolve_selection(a):
     for v in variants:
         if v not in gen.ALL_VARIANTS:
             raise BuildError(f"unknown variant '{v}': choose from {', '.join(gen.ALL_VARIANTS)}")
-    archs = csv(a.arch) or detect_archs()
+    # sm_90 / sm_100 / sm_120 name the GPUs; their kernels are built for the arch-specific targets (wgmma, TMA)
+    archs = [{"sm_90": "sm_90a", "sm_100": "sm_100a", "sm_120": "sm_120a"}.get(x, x) for x in csv(a.arch)]
+    archs = list(dict.fromkeys(archs)) or detect_archs()
     for arch in archs:
         if arch not in gen.ARCHS:
             raise BuildError(f"unknown arch '{arch}': choose from {', '.join(gen.ARCHS)}")
@@ -220,7 +222,9 @@ def main(argv=None) -> int:
             for i in everything:
                 print(f"  [{'x' if i in chosen else ' '}] {i.name}")
             print(f"archs: {','.join(archs)}\n")
-            print(gen.support_table(chosen))
+            print(gen.support_table(chosen, archs))
+            # the same verdict the build would give on this selection
+            check_nonempty(everything, chosen, apis, dtypes, hdims, a.filter, variants)
             return 0
         check_nonempty(everything, chosen, apis, dtypes, hdims, a.filter, variants)
         for api in apis:
@@ -246,6 +250,8 @@ def main(argv=None) -> int:
         want_fwd = any(x in apis for x in ("fwd", "fwd_splitkv", "batch_prefill", "fwd_v3"))
         want_bwd = any(x in apis for x in ("bwd", "bwd_v3"))
         py, py_skip = (None, "") if a.no_python else python_build_info()
+        if py is not None and not (want_fwd and want_bwd): # the module links both libraries
+            py, py_skip = None, "the module needs both libraries (--api fwd,bwd)"
         text = write_ninja(root=ROOT, build_dir=build_dir, out_dir=os.getcwd(), nvcc=nvcc, cutlass_include=cutlass,
                            archs=archs, kernel_sources=sources, bwd_kernel_sources=bwd_sources, want_fwd=want_fwd,
                            want_bwd=want_bwd, python=py,

@@ -6,6 +6,14 @@
 #include <cuda_runtime_api.h>
 #include <cstdint>
 
+// The argument structs hold std::string / std::function and travel by value, and the library is built with
+// libstdc++'s C++11 ABI (the default since GCC 5). A caller compiled with -D_GLIBCXX_USE_CXX11_ABI=0 (devtoolset,
+// old libtorch builds) would still link, since aiter::mha_fwd's mangled name does not carry the ABI, and then hand the
+// library misread fields; stop it here instead.
+#if defined(_GLIBCXX_USE_CXX11_ABI) && _GLIBCXX_USE_CXX11_ABI == 0
+#error "aiter_mha: the library is built with libstdc++'s C++11 ABI (_GLIBCXX_USE_CXX11_ABI=1); this translation unit uses the old one"
+#endif
+
 namespace ck_tile {
 
 using index_t      = int32_t;

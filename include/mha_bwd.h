@@ -16,40 +16,40 @@ namespace aiter {
 struct mha_bwd_args
 {
     // aiter control
-    bool use_asm_v3;
-    bool v3_atomic_fp32; // AITER: asm dQ accumulation in fp32 (1) or fp16/bf16 (0); accepted, dQ is always fp32 here
-    int v3_bf16_cvt;     // AITER: the asm backward's bf16 rounding (0 RTNE, 1 RTNA, 2 RTZ); accepted, ck rounds RTNE
-    bool v3_api_check;   // as AITER HEAD's mha_bwd: no asm backward answers, so the ck backward runs (it launches)
+    bool use_asm_v3 = {};
+    bool v3_atomic_fp32 = {}; // AITER: asm dQ accumulation in fp32 (1) or fp16/bf16 (0); accepted, dQ is fp32 here
+    int v3_bf16_cvt = {};     // AITER: the asm backward's bf16 rounding (0 RTNE, 1 RTNA, 2 RTZ); accepted, ck: RTNE
+    bool v3_api_check = {};   // as AITER HEAD's mha_bwd: no asm backward answers, so the ck backward runs (it launches)
 
     // traits
-    int hdim_q;
-    int hdim_v;
-    std::string data_type;
-    bool is_group_mode;
-    int mask_type; // 0: no mask 1: top_left_causal 2: bottom_right_causal 3: window_generic
-    int bias_type; // 0: no bias, 1: elementwise bias, 2: alibi
-    bool has_dbias;
-    bool has_dropout;    // must be p_drop > 0 (a p_drop > 0 without it is refused: AITER would skip the dropout)
-    bool is_store_randval; // with dropout: write the pass's uint8 random values to rand_val_ptr ([b, h, s_q, s_k]
-                           // through the randval strides; group mode [h, total_q, >= max s_k], physical rows), every
-                           // (i < s_q, j < s_k) of each batch, masked ones included; an element is kept iff its
-                           // value <= floor(p_undrop * 255), as the forward's s_randval
-    bool is_deterministic;
+    int hdim_q = {};
+    int hdim_v = {};
+    std::string data_type = {};
+    bool is_group_mode = {};
+    int mask_type = {}; // 0: no mask 1: top_left_causal 2: bottom_right_causal 3: window_generic
+    int bias_type = {}; // 0: no bias, 1: elementwise bias, 2: alibi
+    bool has_dbias = {};
+    bool has_dropout = {};      // must be p_drop > 0 (a p_drop > 0 without it is refused: AITER would skip the dropout)
+    bool is_store_randval = {}; // with dropout: write the pass's uint8 random values to rand_val_ptr ([b, h, s_q,
+                                // s_k] through the randval strides; group mode [h, total_q, >= max s_k], physical
+                                // rows), every (i < s_q, j < s_k) of each batch, masked ones included; an element is
+                                // kept iff its value <= floor(p_undrop * 255), as the forward's s_randval
+    bool is_deterministic = {};
 
     // pointers
-    const void* q_ptr;
-    const void* k_ptr;
-    const void* v_ptr;
-    const void* bias_ptr;
-    const void* o_ptr;
-    const void* lse_ptr;
-    const void* do_ptr;
-    void* d_ptr; // fp32 [b, h, s_q] workspace for D = rowsum(dO * O) * (1 - p_drop), as CK's (p_undrop)
-    void* rand_val_ptr; // uint8, written when is_store_randval (and p_drop > 0)
-    void* dq_ptr;
-    void* dk_ptr; // nhead_q heads; the caller reduces over the GQA group
-    void* dv_ptr;
-    void* dbias_ptr;
+    const void* q_ptr = {};
+    const void* k_ptr = {};
+    const void* v_ptr = {};
+    const void* bias_ptr = {};
+    const void* o_ptr = {};
+    const void* lse_ptr = {};
+    const void* do_ptr = {};
+    void* d_ptr = {};        // fp32 [b, h, s_q] workspace for D = rowsum(dO * O) * (1 - p_drop), as CK's (p_undrop)
+    void* rand_val_ptr = {}; // uint8, written when is_store_randval (and p_drop > 0)
+    void* dq_ptr = {};
+    void* dk_ptr = {}; // nhead_q heads; the caller reduces over the GQA group
+    void* dv_ptr = {};
+    void* dbias_ptr = {};
 
     const void* sink_ptr   = nullptr; // sink scores log-space, fp32 (AITER's comment: [batch, nhead]); read as the
                                       // forward's [nhead_q] logits, the first nhead_q values
@@ -62,62 +62,62 @@ struct mha_bwd_args
     const void* cu_seqlen_q_ptr = nullptr;
     const void* cu_seqlen_k_ptr = nullptr;
 
-    int seqlen_q;
-    int seqlen_k;
-    int batch;
-    int max_seqlen_q;
-    int max_seqlen_k; // group mode: >= every logical seqlen_k (0 visits no key: dQ = 0, dK / dV not written)
-    int nhead_q;
-    int nhead_k;
-    float scale;
+    int seqlen_q = {};
+    int seqlen_k = {};
+    int batch = {};
+    int max_seqlen_q = {};
+    int max_seqlen_k = {}; // group mode: >= every logical seqlen_k (0 visits no key: dQ = 0, dK / dV not written)
+    int nhead_q = {};
+    int nhead_k = {};
+    float scale = {};
 
-    int stride_q;
-    int stride_k;
-    int stride_v;
-    int stride_bias;
-    int stride_o;
-    int stride_randval;
-    int stride_do;
-    int stride_dq;
-    int stride_dk;
-    int stride_dv;
-    int stride_dbias;
-    int nhead_stride_q;
-    int nhead_stride_k;
-    int nhead_stride_v;
-    int nhead_stride_bias;
-    int nhead_stride_o;
-    int nhead_stride_randval;
-    int nhead_stride_do;
-    int nhead_stride_lsed; // shared by LSE and D
-    int nhead_stride_dq;
-    int nhead_stride_dk;
-    int nhead_stride_dv;
-    int nhead_stride_dbias;
-    int batch_stride_q;
-    int batch_stride_k;
-    int batch_stride_v;
-    int batch_stride_bias;
-    int batch_stride_o;
-    int batch_stride_randval;
-    int batch_stride_do;
-    int batch_stride_lsed;
-    int batch_stride_dq;
-    int batch_stride_dk;
-    int batch_stride_dv;
-    int batch_stride_dbias;
+    int stride_q = {};
+    int stride_k = {};
+    int stride_v = {};
+    int stride_bias = {};
+    int stride_o = {};
+    int stride_randval = {};
+    int stride_do = {};
+    int stride_dq = {};
+    int stride_dk = {};
+    int stride_dv = {};
+    int stride_dbias = {};
+    int nhead_stride_q = {};
+    int nhead_stride_k = {};
+    int nhead_stride_v = {};
+    int nhead_stride_bias = {};
+    int nhead_stride_o = {};
+    int nhead_stride_randval = {};
+    int nhead_stride_do = {};
+    int nhead_stride_lsed = {}; // shared by LSE and D
+    int nhead_stride_dq = {};
+    int nhead_stride_dk = {};
+    int nhead_stride_dv = {};
+    int nhead_stride_dbias = {};
+    int batch_stride_q = {};
+    int batch_stride_k = {};
+    int batch_stride_v = {};
+    int batch_stride_bias = {};
+    int batch_stride_o = {};
+    int batch_stride_randval = {};
+    int batch_stride_do = {};
+    int batch_stride_lsed = {};
+    int batch_stride_dq = {};
+    int batch_stride_dk = {};
+    int batch_stride_dv = {};
+    int batch_stride_dbias = {};
 
-    int window_size_left;
-    int window_size_right;
-    float p_drop;
-    float p_undrop;
-    drop_seed_offset_t drop_seed_offset;
+    int window_size_left = {};
+    int window_size_right = {};
+    float p_drop = {};
+    float p_undrop = {};
+    drop_seed_offset_t drop_seed_offset = {};
 
     // per-call device workspace (dq accumulators); the library never cudaMallocs on its own (except, once per context,
     // the L2 sweep buffer of a timed call with stream_config.flush_cache_)
-    std::function<void*(size_t bytes, bool zero_init)> workspace_alloc;
+    std::function<void*(size_t bytes, bool zero_init)> workspace_alloc = {};
     // required in group mode
-    std::function<std::shared_ptr<void>(size_t bytes)> pinned_host_alloc;
+    std::function<std::shared_ptr<void>(size_t bytes)> pinned_host_alloc = {};
 };
 
 // Outputs: dQ [b, s_q, nhead_q, d], dK / dV [b, s_k, nhead_q, d] (per query head), D [b, nhead_q, s_q] (the lsed

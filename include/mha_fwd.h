@@ -57,29 +57,29 @@ using drop_seed_offset_t =
 struct mha_fwd_args
 {
     // aiter
-    bool use_asm_v3;     // try the asm (sm90a TMA + wgmma) family first (no asm instance exists yet: ck runs)
-    bool v3_api_check;   // only ask whether the asm family covers the call: 1 yes, -1 no; nothing launches
-    int how_v3_bf16_cvt; // fp32->bf16 rounding of the asm family; accepted, NVIDIA kernels always round to nearest even
+    bool use_asm_v3 = {};     // try the asm (sm90a TMA + wgmma) family first (no asm instance exists yet: ck runs)
+    bool v3_api_check = {};   // only ask whether the asm family covers the call: 1 yes, -1 no; nothing launches
+    int how_v3_bf16_cvt = {}; // fp32->bf16 rounding of the asm family; accepted, NVIDIA kernels round to nearest even
 
     // from ck fmha_fwd_traits
-    std::string data_type; // "fp16" | "bf16" (| "fp8bf16": not supported yet)
-    bool is_group_mode;
-    int bias_type; // 0: no bias, 1: elementwise bias, 2: alibi
-    bool has_lse;
-    int qscale_type; // quant_scale_enum
+    std::string data_type = {}; // "fp16" | "bf16" (| "fp8bf16": not supported yet)
+    bool is_group_mode = {};
+    int bias_type = {}; // 0: no bias, 1: elementwise bias, 2: alibi
+    bool has_lse = {};
+    int qscale_type = {}; // quant_scale_enum
     bool has_sink = false;
 
     // from ck fmha_fwd_args
-    const void* q_ptr;
-    const void* k_ptr;
-    const void* v_ptr;
-    const void* bias_ptr; // bias or alibi_slope pointer
-    const void* q_descale_ptr;
-    const void* k_descale_ptr;
-    const void* v_descale_ptr;
-    void* rand_val_ptr;
-    void* lse_ptr; // fp32, natural log: [b, h, s_q] in batch mode, [h, total_q] in group mode
-    void* o_ptr;
+    const void* q_ptr = {};
+    const void* k_ptr = {};
+    const void* v_ptr = {};
+    const void* bias_ptr = {}; // bias or alibi_slope pointer
+    const void* q_descale_ptr = {};
+    const void* k_descale_ptr = {};
+    const void* v_descale_ptr = {};
+    void* rand_val_ptr = {};
+    void* lse_ptr = {}; // fp32, natural log: [b, h, s_q] in batch mode, [h, total_q] in group mode
+    void* o_ptr = {};
 
     // Sequence-length arrays (int32, device memory):
     //   group mode: seqstart_{q,k} [b+1] cumulative physical starts; seqlen_{q,k} [b] logical lengths, or
@@ -92,63 +92,63 @@ struct mha_fwd_args
     const void* seqlen_k_ptr    = nullptr;
     const void* cu_seqlen_q_ptr = nullptr;
     const void* cu_seqlen_k_ptr = nullptr;
-    const void* block_scale_seqstart_q_ptr;
-    const void* block_scale_seqstart_k_ptr;
-    const void* sink_ptr;
+    const void* block_scale_seqstart_q_ptr = {};
+    const void* block_scale_seqstart_k_ptr = {};
+    const void* sink_ptr = {};
 
-    ck_tile::index_t seqlen_q; // unused in group mode
-    ck_tile::index_t seqlen_k; // unused in group mode
-    ck_tile::index_t batch;
-    ck_tile::index_t max_seqlen_q;
-    ck_tile::index_t hdim_q;
-    ck_tile::index_t hdim_v;
-    ck_tile::index_t nhead_q;
-    ck_tile::index_t nhead_k; // nhead_q % nhead_k == 0 (MQA / GQA)
+    ck_tile::index_t seqlen_q = {}; // unused in group mode
+    ck_tile::index_t seqlen_k = {}; // unused in group mode
+    ck_tile::index_t batch = {};
+    ck_tile::index_t max_seqlen_q = {};
+    ck_tile::index_t hdim_q = {};
+    ck_tile::index_t hdim_v = {};
+    ck_tile::index_t nhead_q = {};
+    ck_tile::index_t nhead_k = {}; // nhead_q % nhead_k == 0 (MQA / GQA)
 
-    float scale_s;
-    float logits_soft_cap; // > 0 enables cap * tanh(s / cap)
+    float scale_s = {};
+    float logits_soft_cap = {}; // > 0 enables cap * tanh(s / cap)
 
     // strides are in elements; the last (hdim) dimension must be contiguous
-    ck_tile::index_t stride_q; // row (seqlen) strides
-    ck_tile::index_t stride_k;
-    ck_tile::index_t stride_v;
-    ck_tile::index_t stride_bias; // if alibi, b*h need set this to h, 1*h need set this to 0
-    ck_tile::index_t stride_randval;
-    ck_tile::index_t stride_o;
-    ck_tile::index_t nhead_stride_q;
-    ck_tile::index_t nhead_stride_k;
-    ck_tile::index_t nhead_stride_v;
-    ck_tile::index_t nhead_stride_bias;
-    ck_tile::index_t nhead_stride_randval;
-    ck_tile::index_t nhead_stride_lse;
-    ck_tile::index_t nhead_stride_o;
-    ck_tile::index_t nhead_stride_q_descale;
-    ck_tile::index_t nhead_stride_k_descale;
-    ck_tile::index_t nhead_stride_v_descale;
-    ck_tile::index_t batch_stride_q;
-    ck_tile::index_t batch_stride_k;
-    ck_tile::index_t batch_stride_v;
-    ck_tile::index_t batch_stride_bias;
-    ck_tile::index_t batch_stride_randval;
-    ck_tile::index_t batch_stride_lse;
-    ck_tile::index_t batch_stride_o;
-    ck_tile::index_t batch_stride_q_descale;
-    ck_tile::index_t batch_stride_k_descale;
-    ck_tile::index_t batch_stride_v_descale;
+    ck_tile::index_t stride_q = {}; // row (seqlen) strides
+    ck_tile::index_t stride_k = {};
+    ck_tile::index_t stride_v = {};
+    ck_tile::index_t stride_bias = {}; // if alibi, b*h need set this to h, 1*h need set this to 0
+    ck_tile::index_t stride_randval = {};
+    ck_tile::index_t stride_o = {};
+    ck_tile::index_t nhead_stride_q = {};
+    ck_tile::index_t nhead_stride_k = {};
+    ck_tile::index_t nhead_stride_v = {};
+    ck_tile::index_t nhead_stride_bias = {};
+    ck_tile::index_t nhead_stride_randval = {};
+    ck_tile::index_t nhead_stride_lse = {};
+    ck_tile::index_t nhead_stride_o = {};
+    ck_tile::index_t nhead_stride_q_descale = {};
+    ck_tile::index_t nhead_stride_k_descale = {};
+    ck_tile::index_t nhead_stride_v_descale = {};
+    ck_tile::index_t batch_stride_q = {};
+    ck_tile::index_t batch_stride_k = {};
+    ck_tile::index_t batch_stride_v = {};
+    ck_tile::index_t batch_stride_bias = {};
+    ck_tile::index_t batch_stride_randval = {};
+    ck_tile::index_t batch_stride_lse = {};
+    ck_tile::index_t batch_stride_o = {};
+    ck_tile::index_t batch_stride_q_descale = {};
+    ck_tile::index_t batch_stride_k_descale = {};
+    ck_tile::index_t batch_stride_v_descale = {};
 
-    ck_tile::index_t window_size_left;  // -1: unbounded
-    ck_tile::index_t window_size_right; // -1: unbounded; causal is (-1, 0)
-    ck_tile::index_t sink_size;
-    ck_tile::index_t mask_type; // 0: no mask 1: top_left_causal 2: bottom_right_causal 3: window_generic
-    ck_tile::index_t min_seqlen_q;
+    ck_tile::index_t window_size_left = {};  // -1: unbounded
+    ck_tile::index_t window_size_right = {}; // -1: unbounded; causal is (-1, 0)
+    ck_tile::index_t sink_size = {};
+    ck_tile::index_t mask_type = {}; // 0: no mask 1: top_left_causal 2: bottom_right_causal 3: window_generic
+    ck_tile::index_t min_seqlen_q = {};
 
-    float p_drop;
-    bool s_randval;
+    float p_drop = {};
+    bool s_randval = {};
 
-    drop_seed_offset_t drop_seed_offset;
+    drop_seed_offset_t drop_seed_offset = {};
 
-    ck_tile::index_t block_scale_size_q;
-    ck_tile::index_t block_scale_size_kv;
+    ck_tile::index_t block_scale_size_q = {};
+    ck_tile::index_t block_scale_size_kv = {};
 };
 
 // CK's fmha_fwd_splitkv_args (AITER: `using mha_fwd_splitkv_args = fmha_fwd_splitkv_args`). Semantics here:
@@ -180,70 +180,70 @@ struct mha_fwd_args
 // - has_sink enables sink tokens (sink_size); there are no sink logits in this struct. No dropout (as in AITER).
 struct mha_fwd_splitkv_args
 {
-    const void* q_ptr;
-    const void* k_ptr;
-    const void* v_ptr;
-    const void* bias_ptr;
-    void* lse_acc_ptr; // fp32 partials
-    void* o_acc_ptr;
-    void* lse_ptr;
-    void* o_ptr;
+    const void* q_ptr = {};
+    const void* k_ptr = {};
+    const void* v_ptr = {};
+    const void* bias_ptr = {};
+    void* lse_acc_ptr = {}; // fp32 partials
+    void* o_acc_ptr = {};
+    void* lse_ptr = {};
+    void* o_ptr = {};
 
-    void* block_table_ptr; // int32 [b, max_blocks_per_seq]
-    ck_tile::index_t batch_stride_block_table;
-    ck_tile::index_t page_block_size;
-    bool is_gappy;
+    void* block_table_ptr = {}; // int32 [b, max_blocks_per_seq]
+    ck_tile::index_t batch_stride_block_table = {};
+    ck_tile::index_t page_block_size = {};
+    bool is_gappy = {};
 
-    const void* cache_batch_idx; // int32 [b]
+    const void* cache_batch_idx = {}; // int32 [b]
 
-    const void* seqstart_q_ptr;
-    const void* seqstart_k_ptr;
-    const void* seqlen_k_ptr;
+    const void* seqstart_q_ptr = {};
+    const void* seqstart_k_ptr = {};
+    const void* seqlen_k_ptr = {};
 
-    ck_tile::index_t seqlen_q;
-    ck_tile::index_t seqlen_k;
-    ck_tile::index_t batch;
-    ck_tile::index_t max_seqlen_q;
-    ck_tile::index_t hdim_q;
-    ck_tile::index_t hdim_v;
-    ck_tile::index_t nhead_q;
-    ck_tile::index_t nhead_k;
-    ck_tile::index_t num_splits;
+    ck_tile::index_t seqlen_q = {};
+    ck_tile::index_t seqlen_k = {};
+    ck_tile::index_t batch = {};
+    ck_tile::index_t max_seqlen_q = {};
+    ck_tile::index_t hdim_q = {};
+    ck_tile::index_t hdim_v = {};
+    ck_tile::index_t nhead_q = {};
+    ck_tile::index_t nhead_k = {};
+    ck_tile::index_t num_splits = {};
 
-    float scale_s;
-    float scale_p;
-    float scale_o;
-    float logits_soft_cap;
+    float scale_s = {};
+    float scale_p = {};
+    float scale_o = {};
+    float logits_soft_cap = {};
 
-    ck_tile::index_t stride_q;
-    ck_tile::index_t stride_k;
-    ck_tile::index_t stride_v;
-    ck_tile::index_t stride_bias;
-    ck_tile::index_t stride_o_acc;
-    ck_tile::index_t stride_o;
-    ck_tile::index_t nhead_stride_q;
-    ck_tile::index_t nhead_stride_k;
-    ck_tile::index_t nhead_stride_v;
-    ck_tile::index_t nhead_stride_bias;
-    ck_tile::index_t nhead_stride_lse;
-    ck_tile::index_t nhead_stride_lse_acc;
-    ck_tile::index_t nhead_stride_o_acc;
-    ck_tile::index_t nhead_stride_o;
-    ck_tile::index_t batch_stride_q;
-    ck_tile::index_t batch_stride_k;
-    ck_tile::index_t batch_stride_v;
-    ck_tile::index_t batch_stride_bias;
-    ck_tile::index_t batch_stride_lse;
-    ck_tile::index_t batch_stride_lse_acc;
-    ck_tile::index_t batch_stride_o_acc;
-    ck_tile::index_t batch_stride_o;
-    ck_tile::index_t split_stride_lse_acc;
-    ck_tile::index_t split_stride_o_acc;
+    ck_tile::index_t stride_q = {};
+    ck_tile::index_t stride_k = {};
+    ck_tile::index_t stride_v = {};
+    ck_tile::index_t stride_bias = {};
+    ck_tile::index_t stride_o_acc = {};
+    ck_tile::index_t stride_o = {};
+    ck_tile::index_t nhead_stride_q = {};
+    ck_tile::index_t nhead_stride_k = {};
+    ck_tile::index_t nhead_stride_v = {};
+    ck_tile::index_t nhead_stride_bias = {};
+    ck_tile::index_t nhead_stride_lse = {};
+    ck_tile::index_t nhead_stride_lse_acc = {};
+    ck_tile::index_t nhead_stride_o_acc = {};
+    ck_tile::index_t nhead_stride_o = {};
+    ck_tile::index_t batch_stride_q = {};
+    ck_tile::index_t batch_stride_k = {};
+    ck_tile::index_t batch_stride_v = {};
+    ck_tile::index_t batch_stride_bias = {};
+    ck_tile::index_t batch_stride_lse = {};
+    ck_tile::index_t batch_stride_lse_acc = {};
+    ck_tile::index_t batch_stride_o_acc = {};
+    ck_tile::index_t batch_stride_o = {};
+    ck_tile::index_t split_stride_lse_acc = {};
+    ck_tile::index_t split_stride_o_acc = {};
 
-    ck_tile::index_t window_size_left;
-    ck_tile::index_t window_size_right;
-    ck_tile::index_t sink_size;
-    ck_tile::index_t mask_type;
+    ck_tile::index_t window_size_left = {};
+    ck_tile::index_t window_size_right = {};
+    ck_tile::index_t sink_size = {};
+    ck_tile::index_t mask_type = {};
 };
 
 // CK's fmha_batch_prefill_args (SGLang-style page table). Semantics here:
@@ -255,67 +255,67 @@ struct mha_fwd_splitkv_args
 //   bias and rand_val are sized by it; pass at least the longest sequence's count): the kernels clamp each to it.
 struct mha_batch_prefill_args
 {
-    const void* q_ptr;
-    const void* k_ptr;
-    const void* v_ptr;
-    const void* bias_ptr;
-    void* rand_val_ptr;
-    void* lse_ptr;
-    void* o_ptr;
+    const void* q_ptr = {};
+    const void* k_ptr = {};
+    const void* v_ptr = {};
+    const void* bias_ptr = {};
+    void* rand_val_ptr = {};
+    void* lse_ptr = {};
+    void* o_ptr = {};
 
-    const void* seqstart_q_ptr;
+    const void* seqstart_q_ptr = {};
 
-    ck_tile::index_t seqlen_q;
-    ck_tile::index_t seqlen_k;
-    ck_tile::index_t batch;
-    ck_tile::index_t max_seqlen_q;
-    ck_tile::index_t hdim_q;
-    ck_tile::index_t hdim_v;
-    ck_tile::index_t nhead_q;
-    ck_tile::index_t nhead_k;
+    ck_tile::index_t seqlen_q = {};
+    ck_tile::index_t seqlen_k = {};
+    ck_tile::index_t batch = {};
+    ck_tile::index_t max_seqlen_q = {};
+    ck_tile::index_t hdim_q = {};
+    ck_tile::index_t hdim_v = {};
+    ck_tile::index_t nhead_q = {};
+    ck_tile::index_t nhead_k = {};
 
-    int32_t num_total_pages; // >= 0; not read otherwise: page ids are trusted device data (CK's view zero-fills
-                             // reads of ids past it; ours would read past the pool)
-    ck_tile::index_t page_block_size;
-    void* kv_indptr;
-    void* kv_page_indices;
-    void* kv_last_page_lens;
+    int32_t num_total_pages = {}; // >= 0; not read otherwise: page ids are trusted device data (CK's view zero-fills
+                                  // reads of ids past it; ours would read past the pool)
+    ck_tile::index_t page_block_size = {};
+    void* kv_indptr = {};
+    void* kv_page_indices = {};
+    void* kv_last_page_lens = {};
 
-    float scale_s;
-    float scale_p;
-    float scale_o;
-    float logits_soft_cap;
+    float scale_s = {};
+    float scale_p = {};
+    float scale_o = {};
+    float logits_soft_cap = {};
 
-    ck_tile::index_t stride_q;
-    ck_tile::index_t stride_k;
-    ck_tile::index_t stride_v;
-    ck_tile::index_t stride_bias;
-    ck_tile::index_t stride_randval;
-    ck_tile::index_t stride_o;
-    ck_tile::index_t nhead_stride_q;
-    ck_tile::index_t nhead_stride_k;
-    ck_tile::index_t nhead_stride_v;
-    ck_tile::index_t nhead_stride_bias;
-    ck_tile::index_t nhead_stride_randval;
-    ck_tile::index_t nhead_stride_lse;
-    ck_tile::index_t nhead_stride_o;
-    ck_tile::index_t batch_stride_q;
-    ck_tile::index_t batch_stride_k;
-    ck_tile::index_t batch_stride_v;
-    ck_tile::index_t batch_stride_bias;
-    ck_tile::index_t batch_stride_randval;
-    ck_tile::index_t batch_stride_lse;
-    ck_tile::index_t batch_stride_o;
+    ck_tile::index_t stride_q = {};
+    ck_tile::index_t stride_k = {};
+    ck_tile::index_t stride_v = {};
+    ck_tile::index_t stride_bias = {};
+    ck_tile::index_t stride_randval = {};
+    ck_tile::index_t stride_o = {};
+    ck_tile::index_t nhead_stride_q = {};
+    ck_tile::index_t nhead_stride_k = {};
+    ck_tile::index_t nhead_stride_v = {};
+    ck_tile::index_t nhead_stride_bias = {};
+    ck_tile::index_t nhead_stride_randval = {};
+    ck_tile::index_t nhead_stride_lse = {};
+    ck_tile::index_t nhead_stride_o = {};
+    ck_tile::index_t batch_stride_q = {};
+    ck_tile::index_t batch_stride_k = {};
+    ck_tile::index_t batch_stride_v = {};
+    ck_tile::index_t batch_stride_bias = {};
+    ck_tile::index_t batch_stride_randval = {};
+    ck_tile::index_t batch_stride_lse = {};
+    ck_tile::index_t batch_stride_o = {};
 
-    ck_tile::index_t window_size_left;
-    ck_tile::index_t window_size_right;
-    ck_tile::index_t sink_size;
-    ck_tile::index_t mask_type;
+    ck_tile::index_t window_size_left = {};
+    ck_tile::index_t window_size_right = {};
+    ck_tile::index_t sink_size = {};
+    ck_tile::index_t mask_type = {};
 
-    float p_drop;
-    bool s_randval;
+    float p_drop = {};
+    bool s_randval = {};
 
-    drop_seed_offset_t drop_seed_offset;
+    drop_seed_offset_t drop_seed_offset = {};
 };
 
 // With GQA / MQA and up to 256 (query, head) rows per KV head (max_seqlen_q x nhead_q / nhead_k: decode and

@@ -37,32 +37,33 @@ namespace aiter {
 
 struct paged_attention_args
 {
-    std::string data_type;         // "fp16" | "bf16": query, caches and out
-    const void* query;             // [num_seqs, num_heads, head_size], head dim contiguous
-    const void* key_cache;
-    const void* value_cache;
-    void* out;                     // [num_seqs, num_heads, head_size], head dim contiguous
-    const int32_t* block_tables;   // [num_seqs, block_tables_stride] int32 block ids (4-byte aligned, as context_lens)
-    const int32_t* context_lens;   // [num_seqs] int32 tokens per sequence; device data, so not checked: each must be
-                                   // <= max_context_len (paged_attention_v1 ignores tokens past its partitions); the
-                                   // kernels clamp each to [0, block_size * block_tables_stride] (what a table row
-                                   // addresses), so a longer one never reads another row
-    const float* alibi_slopes;     // [num_heads] fp32, or nullptr
-    void* workspace;               // paged_attention_v1 with more than one partition; 16-byte aligned
-    int64_t workspace_bytes;
-    int num_seqs, num_heads, num_kv_heads, head_size, block_size, block_tables_stride; // num_seqs, num_heads <= 65535
-    int max_context_len;
-    int partition_size;            // paged_attention_v1: tokens per partition, a multiple of block_size, <= 1024;
-                                   // it sizes the workspace, and the launch may merge partitions (up to 1024 tokens)
-                                   // or split one over a cluster: the workspace's contents are not an interface
-    int64_t q_stride_seq, q_stride_head, o_stride_seq, o_stride_head;
-    int64_t k_stride_block, k_stride_head, v_stride_block, v_stride_head;
-    float scale;                   // softmax scale applied to q.k
-    float logits_soft_cap;         // > 0: cap * tanh(s / cap) (after the scale and ALiBi)
-    int sliding_window;            // > 0: each query sees only the last sliding_window tokens
-    bool nhd;                      // cache layout NHD instead of HND (paged_attention_v1 only)
-    int64_t k_stride_token = 0;    // nhd only: elements between a block's tokens, a multiple of 8; 0: num_kv_heads x
-    int64_t v_stride_token = 0;    // head_size (a packed NHD row). HND and pa_fwd_asm: must be 0
+    std::string data_type = {}; // "fp16" | "bf16": query, caches and out
+    const void* query = {};     // [num_seqs, num_heads, head_size], head dim contiguous
+    const void* key_cache = {};
+    const void* value_cache = {};
+    void* out = {};                   // [num_seqs, num_heads, head_size], head dim contiguous
+    const int32_t* block_tables = {}; // [num_seqs, block_tables_stride] int32 block ids (4-byte aligned)
+    const int32_t* context_lens = {}; // [num_seqs] int32 tokens per sequence; device data, so not checked: each must be
+                                      // <= max_context_len (paged_attention_v1 ignores tokens past its partitions); the
+                                      // kernels clamp each to [0, block_size * block_tables_stride] (what a table row
+                                      // addresses), so a longer one never reads another row
+    const float* alibi_slopes = {};   // [num_heads] fp32, or nullptr
+    void* workspace = {};             // paged_attention_v1 with more than one partition; 16-byte aligned
+    int64_t workspace_bytes = {};
+    // num_seqs, num_heads <= 65535
+    int num_seqs = 0, num_heads = 0, num_kv_heads = 0, head_size = 0, block_size = 0, block_tables_stride = 0;
+    int max_context_len = {};
+    int partition_size = {}; // paged_attention_v1: tokens per partition, a multiple of block_size, <= 1024;
+                             // it sizes the workspace, and the launch may merge partitions (up to 1024 tokens)
+                             // or split one over a cluster: the workspace's contents are not an interface
+    int64_t q_stride_seq = 0, q_stride_head = 0, o_stride_seq = 0, o_stride_head = 0;
+    int64_t k_stride_block = 0, k_stride_head = 0, v_stride_block = 0, v_stride_head = 0;
+    float scale = {};           // softmax scale applied to q.k
+    float logits_soft_cap = {}; // > 0: cap * tanh(s / cap) (after the scale and ALiBi)
+    int sliding_window = {};    // > 0: each query sees only the last sliding_window tokens
+    bool nhd = {};              // cache layout NHD instead of HND (paged_attention_v1 only)
+    int64_t k_stride_token = 0; // nhd only: elements between a block's tokens, a multiple of 8; 0: num_kv_heads x
+    int64_t v_stride_token = 0; // head_size (a packed NHD row). HND and pa_fwd_asm: must be 0
 };
 
 // Bytes paged_attention_v1 needs in `workspace`: 0 with one partition, else AITER's

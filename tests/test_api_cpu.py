@@ -105,6 +105,43 @@ def test_headers_need_no_cutlass():
         assert not [l for l in includes if "cute" in l or "cutlass" in l], includes
 
 
+def test_headers_refuse_the_old_libstdcxx_abi():
+    # the structs carry std::string by value: an old-ABI caller would link and pass misread fields
+    gxx = shutil.which("g++")
+    if gxx is None or not os.path.isdir(CUDA_INC):
+        pytest.skip("g++ or the CUDA runtime headers are missing")
+    base = [gxx, "-std=c++17", "-fsyntax-only", "-x", "c++", "-I", os.path.join(ROOT, "include"), "-I", CUDA_INC, "-"]
+    src = '#include "mha_bwd.h"\n#include "mha_paged.h"\nint main() { return 0; }\n'
+    ok = subprocess.run(base, input=src, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    old = subprocess.run(base[:2] + ["-D_GLIBCXX_USE_CXX11_ABI=0"] + base[2:], input=src, capture_output=True,
+                         text=True)
+    assert old.returncode != 0 and "C++11 ABI" in old.stderr, old.stderr
+
+
+def test_header_structs_start_zeroed(tmp_path):
+    # every field has a default (zero / null / empty), so a field the caller forgets (AITER's newer ones: sink_ptr,
+    # block_scale_*) is not garbage, and C++20 designated initializers build under -Wextra -Werror
+    gxx = shutil.which("g++")
+    if gxx is None or not os.path.isdir(CUDA_INC):
+        pytest.skip("g++ or the CUDA runtime headers are missing")
+    src = tmp_path / "zeroed.cpp"
+    src.write_text('#include "mha_bwd.h"\n#include "mha_paged.h"\n#include <cstring>\n'
+                   "int main() {\n"
+                   '  aiter::mha_fwd_args d{.data_type = "bf16", .batch = 2};\n'
+                   "  aiter::mha_fwd_args f; aiter::mha_fwd_splitkv_args s; aiter::mha_batch_prefill_args b;\n"
+                   "  aiter::mha_bwd_args w; aiter::paged_attention_args p;\n"
+                   "  return !(d.batch == 2 && d.q_ptr == nullptr && f.sink_ptr == nullptr && f.batch == 0 &&\n"
+                   "           f.data_type.empty() && f.p_drop == 0.f && s.num_splits == 0 && s.block_table_ptr == nullptr\n"
+                   "           && b.kv_indptr == nullptr && !w.workspace_alloc && w.dq_ptr == nullptr &&\n"
+                   "           p.num_seqs == 0 && p.k_stride_block == 0 && p.workspace == nullptr);\n}\n")
+    exe = str(tmp_path / "zeroed")
+    r = subprocess.run([gxx, "-std=c++20", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "include"), "-I",
+                        CUDA_INC, str(src), "-o", exe], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert subprocess.run([exe]).returncode == 0
+
+
 def test_invalid_calls_return_minus_one_with_reason(consumer):
     has_gpu, _ = gpu_available()
     out = subprocess.run([consumer] + ([] if has_gpu else ["cpu"]), capture_output=True, text=True, timeout=60)
@@ -172,3 +209,31 @@ def test_benchmark_without_gpu_says_so(built):
     r = bench(built, "-s=128")
     assert r.returncode != 0
     assert "no CUDA GPU" in r.stderr
+
+
+def test_cmake_vendoring_module(built, tmp_path):
+    # cmake/aiter_mha.cmake as README's vendoring section uses it: imported targets over the built libraries, the
+    # public and CUDA headers on their include path, an app that links and runs from the build tree
+    cmake = shutil.which("cmake")
+    if cmake is None or shutil.which("g++") is None or not os.path.isdir(CUDA_INC):
+        pytest.skip("cmake, g++ or the CUDA runtime headers are missing")
+    (tmp_path / "main.cpp").write_text(
+        '#include "mha_bwd.h"\n#include <cstdio>\n'
+        "int main() { aiter::mha_fwd_args a{}; a.data_type = \"bf16\";\n"
+        "  const float r = aiter::mha_fwd(a, ck_tile::stream_config{});\n"
+        '  std::printf("%g %s\\n", r, aiter::mha_get_last_error()); return 0; }\n')
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(app LANGUAGES CXX)\n"
+        f'include("{ROOT}/cmake/aiter_mha.cmake")\n'
+        "add_executable(app main.cpp)\ntarget_compile_features(app PRIVATE cxx_std_17)\n"
+        "target_link_libraries(app PRIVATE aiter_mha::fwd aiter_mha::bwd)\n")
+    b = tmp_path / "b"
+    env = dict(os.environ, CUDAToolkit_ROOT=os.path.dirname(CUDA_INC))
+    r = subprocess.run([cmake, "-S", str(tmp_path), "-B", str(b), f"-DAITER_MHA_PREBUILT_DIR={built}"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([cmake, "--build", str(b)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = subprocess.run([str(b / "app")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("-1 mha_fwd: invalid argument: batch must be in [1, 65535]"), out.stdout

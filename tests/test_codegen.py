@@ -92,6 +92,23 @@ def test_list_prints_instances_and_support_table():
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
+    # the arch columns are the build's: sm_90a only
+    fwd_row = next(l for l in r.stdout.splitlines() if l.startswith("| fwd | ck (plain)"))
+    assert fwd_row.endswith("| n | y | n |"), fwd_row
+
+
+def test_list_arch_aliases_and_columns():
+    r = run_compile("--list", "--preset", "ci", "--arch", "sm_90,sm_80")
+    assert r.returncode == 0, r.stderr
+    assert "archs: sm_90a,sm_80" in r.stdout
+    fwd_row = next(l for l in r.stdout.splitlines() if l.startswith("| fwd | ck (plain)"))
+    assert fwd_row.endswith("| y | y | n |"), fwd_row
+
+
+def test_list_refuses_an_empty_selection_like_the_build():
+    r = run_compile("--list", "--api", "fwd", "--variants", "dropout", "--arch", "sm_90a")
+    assert r.returncode == 2
+    assert "no instance for --api fwd matches the selection" in r.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -284,8 +284,20 @@ def fwd_table_source(instances, built, archs) -> str:
     return "\n".join(lines)
 
 
-def support_table(built) -> str:
-    """AITER's README table shape, one column per architecture group."""
+def arch_columns(archs) -> tuple[str, str, str]:
+    """The table's sm80/86/89, sm90 and sm100 cells for a build's archs: `y` where its code runs (an sm_80 cubin
+    runs on sm_86 / sm_89 too, an sm_86 one on sm_89), else the GPUs it covers, else `n`."""
+    a = set(archs)
+    if "sm_80" in a:
+        ampere = "y"
+    else:
+        ampere = ", ".join(g for g, need in (("sm86", ("sm_86",)), ("sm89", ("sm_86", "sm_89"))) if a & set(need))
+    return ampere or "n", "y" if "sm_90a" in a else "n", "y" if "sm_100a" in a else "n"
+
+
+def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
+    """AITER's README table shape, one column per architecture group; `archs`: the build's targets."""
+    cols = arch_columns(archs)
     rows = ["| api | family | dtype | hdim_q / hdim_v | mode | mask | bias | dropout | lse | sm80/86/89 | sm90 | sm100 |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fwd = [i for i in built if i.api == "fwd"]
@@ -295,7 +307,7 @@ def support_table(built) -> str:
             dims = sorted({(i.hdim, i.hdim_v) for i in mine if i.variant == variant})
             if not dims:
                 continue
-            arch = ("y", "y", "y") if fam == "ck" else ("n", "y", "n")
+            arch = cols if fam == "ck" else ("n", cols[1], "n")
             feats = {"full": "elementwise, alibi | y (+ soft-cap, sinks)", "alibi": "alibi | n"}.get(variant, "n | n")
             hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
             rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
@@ -310,8 +322,9 @@ def support_table(built) -> str:
         feats = {"full": "elementwise (+ dbias), alibi | y", "alibi": "alibi | n",
                  "dropout": "n | y"}.get(variant, "n | n")
         rows.append(f"| bwd | ck ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
-                    f"| no_mask, causal t/b, windows t/b, generic | {feats} | - | up to d192 (sm80), d64 "
-                    "(sm86/89 in builds for them): shared memory | y | y |")
+                    f"| no_mask, causal t/b, windows t/b, generic | {feats} | - | "
+                    + ("up to d192 (sm80), d64 (sm86/89 in builds for them): shared memory" if cols[0] != "n" else "n")
+                    + f" | {cols[1]} | {cols[2]} |")
     if not bwd:
         rows.append("| bwd | - | - | - | - | - | - | - | - | n | n | n |")
     skv = [i for i in built if i.api == "fwd_splitkv"]
@@ -320,7 +333,7 @@ def support_table(built) -> str:
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
         rows.append(f"| fwd_splitkv, batch_prefill | ck | {dtype} | up to {hd}; any multiple of 8 below | batch, group; "
                     "dense, paged (any page size), cache_batch_idx | no_mask, causal t/b, windows t/b, generic | "
-                    "elementwise, alibi | batch_prefill only | y | y | y | y |")
+                    f"elementwise, alibi | batch_prefill only | y | {cols[0]} | {cols[1]} | {cols[2]} |")
     if not skv:
         rows.append("| fwd_splitkv, batch_prefill | - | - | - | - | - | - | - | - | n | n | n |")
     return "\n".join(rows)
