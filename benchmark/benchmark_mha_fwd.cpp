@@ -8,6 +8,7 @@
 // stored.
 
 #include "bench_common.h"
+#include "common/philox.h"
 #include "device_fill.h"
 #include "fwd_config.h"
 #include "mha_fwd.h"
@@ -464,6 +465,37 @@ int run_reference(const FwdConfig& c, const ProblemLayout& l, const HostInputs<T
     return kExitPass;
 }
 
+// With dropout: the stored random values must be philox.h's (mha::dropout_value of (b * nhead + h, row, col), rows and
+// columns counted inside batch b), the stream the backward regenerates; "" when every visible element matches (the
+// kernels skip key blocks the mask hides, so masked elements may keep whatever the buffer held, as in CK).
+std::string randval_mismatch(const FwdConfig& c, const ProblemLayout& l, const DeviceTensors& d)
+{
+    std::vector<uint8_t> randval(size_t(l.randval.elements));
+    if (cudaError_t e = cudaMemcpy(randval.data(), d.randval.get(), randval.size(), cudaMemcpyDeviceToHost);
+        e != cudaSuccess)
+        return std::string("randval read-back failed: ") + cudaGetErrorString(e);
+    const int32_t* seqstart = c.group() ? l.seqstart_q.data() : nullptr;
+    const reference::MaskSpec mask{int(c.mask.type), c.mask.left, c.mask.right, c.mask.sink_size};
+    for (int b = 0; b < c.batch; ++b)
+        for (int h = 0; h < c.nhead; ++h)
+            for (int i = 0; i < c.seqlen_qs[b]; ++i)
+            {
+                const uint8_t* row = randval.data() + reference::element_offset(l.randval.strides, seqstart, b, h, i);
+                for (int j = 0; j < c.seqlen_ks[b]; ++j)
+                {
+                    if (!mask.visible(i, j, c.seqlen_qs[b], c.seqlen_ks[b]))
+                        continue;
+                    const uint32_t bh  = uint32_t(b) * uint32_t(c.nhead) + uint32_t(h);
+                    const uint8_t want = mha::dropout_value(c.drop_seed, c.drop_offset, bh, i, j);
+                    if (row[j] != want)
+                        return "randval(b=" + std::to_string(b) + ", h=" + std::to_string(h) + ", i=" +
+                               std::to_string(i) + ", j=" + std::to_string(j) + ") = " + std::to_string(row[j]) +
+                               ", philox.h gives " + std::to_string(want) + "\n";
+                }
+            }
+    return "";
+}
+
 // Compares batch by batch and stops at the first failing batch, as AITER does.
 template <typename T>
 bool validate(const FwdConfig& c, const ProblemLayout& l, const std::vector<float>& out_o,
@@ -587,7 +619,9 @@ int run(const FwdConfig& c)
         return rc;
 
     std::ostringstream log;
-    const bool pass = validate<T>(c, l, out_o, ref_o, out_lse, ref_lse, log);
+    const std::string rv_why = stores_randval(c) && c.validation == 1 ? randval_mismatch(c, l, d) : ""; // host-sized
+    const bool pass = validate<T>(c, l, out_o, ref_o, out_lse, ref_lse, log) && rv_why.empty();
+    log << rv_why;
     std::cout << ", valid:" << (pass ? "y" : "n") << std::endl << log.str() << std::flush;
     return pass ? kExitPass : kExitFailed;
 }

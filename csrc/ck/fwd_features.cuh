@@ -63,32 +63,47 @@ struct TileDropout
     int seqlen_q, seqlen_k;
 
     // The view is the accumulator's (rows, cols): rows (half, MMA_M), columns (pair, n8 tile), so view rows 2t, 2t + 1
-    // are rows r, r + 8 of one 16-row tile and view columns 2u, 2u + 1 one column pair of an n8 tile. Those four
-    // elements share a Philox counter (philox.h): one call per (16-row tile, n8 tile).
+    // are rows r, r + 8 of one 16-row tile and view columns 2u, 2u + 1 one column pair of n8 tile u. Those four
+    // elements share a Philox counter (philox.h), and so do the n8 tiles 32 columns apart inside one 128-column period:
+    // the tiles of one column slot (u % 4) are walked in order and a tile reuses the previous one's output when their
+    // counters match (always for 64-key blocks, which start on a multiple of 64; most of the time for 48-key ones), so a
+    // call serves up to kBlockN / 32 tiles instead of one. The match is warp-uniform: counters differ only in lane bits.
     template <typename TP, typename TC>
     __device__ __forceinline__ void apply(TP& p, TC const& c, int m0, int n0) const
     {
-        constexpr int kRows = decltype(size<0>(p))::value;
-        constexpr int kCols = decltype(size<1>(p))::value;
+        constexpr int kRows  = decltype(size<0>(p))::value;
+        constexpr int kCols  = decltype(size<1>(p))::value;
+        constexpr int kTiles = kCols / 2;
         static_assert(kRows % 2 == 0 && kCols % 2 == 0);
         CUTE_UNROLL
         for (int r0 = 0; r0 < kRows; r0 += 2)
         {
             CUTE_UNROLL
-            for (int c0 = 0; c0 < kCols; c0 += 2)
+            for (int slot = 0; slot < 4 && slot < kTiles; ++slot)
             {
-                const Philox4 rnd =
-                    dropout_philox(seed, offset, bh, m0 + get<0>(c(r0, c0)), n0 + get<1>(c(r0, c0)));
+                Philox4 rnd{};
+                uint32_t have_x = 0xFFFFFFFFu, have_y = 0xFFFFFFFFu; // no counter yet
                 CUTE_UNROLL
-                for (int e = 0; e < 4; ++e)
+                for (int u = slot; u < kTiles; u += 4)
                 {
-                    const int r = r0 + e / 2, cc = c0 + e % 2;
-                    const int row = m0 + get<0>(c(r, cc)), col = n0 + get<1>(c(r, cc));
-                    const uint8_t rv = dropout_byte(rnd, row, col);
-                    if (rv > keep_threshold)
-                        p(r, cc) = 0.f;
-                    if (randval != nullptr && row < seqlen_q && col < seqlen_k)
-                        randval[row * randval_row_stride + col] = rv;
+                    const int row0 = m0 + get<0>(c(r0, 2 * u)), col0 = n0 + get<1>(c(r0, 2 * u));
+                    const uint32_t x = dropout_counter_x(col0), y = dropout_counter_y(row0, col0);
+                    if (x != have_x || y != have_y)
+                    {
+                        rnd    = dropout_philox(seed, offset, bh, row0, col0);
+                        have_x = x, have_y = y;
+                    }
+                    CUTE_UNROLL
+                    for (int e = 0; e < 4; ++e)
+                    {
+                        const int r = r0 + e / 2, cc = 2 * u + e % 2;
+                        const int row = m0 + get<0>(c(r, cc)), col = n0 + get<1>(c(r, cc));
+                        const uint8_t rv = dropout_byte(rnd, row, col);
+                        if (rv > keep_threshold)
+                            p(r, cc) = 0.f;
+                        if (randval != nullptr && row < seqlen_q && col < seqlen_k)
+                            randval[row * randval_row_stride + col] = rv;
+                    }
                 }
             }
         }

@@ -8,8 +8,9 @@
 //   value   = byte (row % 16 / 8) * 8 + (col % 128 / 32) * 2 + col % 2 of the output words x, y, z, w (little-endian)
 // The 16 elements that share a counter are the ones one thread of an m16n8 MMA fragment holds in a 16-row tile across
 // four n8 tiles 32 columns apart. A tile whose warps sit 8 columns apart with period 32 (four warps along N: the
-// backward's d <= 128 tiles) draws one call per 16 rows and uses all 16 bytes; any other m16n8 layout needs at most one
-// call per 16 x 8 MMA tile (4 bytes), which is what the previous per-(row, 16 columns) layout cost everywhere.
+// backward's d <= 128 tiles) draws one call per 16 rows and uses all 16 bytes; the forward, whose warps hold every
+// column of a 48- or 64-key block, uses a call for the tiles 32 columns apart inside the block (8 bytes per call at
+// 64 keys, 4 to 8 at 48); no m16n8 layout needs more than one call per 16 x 8 MMA tile (4 bytes).
 
 #include "fwd_params.h"
 
@@ -39,13 +40,18 @@ MHA_HOST_DEVICE Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1)
     return ctr;
 }
 
+// The counter words of (row, col) that vary inside a (batch, head): elements with equal words share one Philox output.
+MHA_HOST_DEVICE uint32_t dropout_counter_x(int col) { return uint32_t(col) / 128 * 4 + uint32_t(col) % 32 / 8; }
+MHA_HOST_DEVICE uint32_t dropout_counter_y(int row, int col)
+{
+    return uint32_t(row) / 16 * 32 + uint32_t(row) % 8 * 4 + uint32_t(col) % 8 / 2;
+}
+
 // The Philox output that holds the dropout value of (row, col) and of the 15 elements that share its counter.
 // bh = batch * nhead_q + head, taken modulo 2^32 (both passes and the references compute it so).
 MHA_HOST_DEVICE Philox4 dropout_philox(uint64_t seed, uint64_t offset, uint32_t bh, int row, int col)
 {
-    const uint32_t r = uint32_t(row), c = uint32_t(col);
-    return philox4x32_10(Philox4{(c / 128) * 4 + c % 32 / 8, (r / 16) * 32 + r % 8 * 4 + c % 8 / 2, bh,
-                                 uint32_t(offset)},
+    return philox4x32_10(Philox4{dropout_counter_x(col), dropout_counter_y(row, col), bh, uint32_t(offset)},
                          uint32_t(seed), uint32_t(seed >> 32) + uint32_t(offset >> 32));
 }
 
