@@ -124,7 +124,8 @@ def python_build_info():
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False) # build_mha.sh matches --list / --print-toolchain by name
     ap.add_argument("--api", default="", help=f"comma list of {', '.join(gen.APIS)} (default: fwd,bwd, i.e. "
                                              "all). As in AITER, fwd builds mha_fwd, mha_fwd_splitkv and "
                                              "mha_batch_prefill; fwd_v3 / bwd_v3 (AITER's asm-only builds) build "

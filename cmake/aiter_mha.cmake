@@ -1,4 +1,4 @@
-# Vendoring helper for CMake projects (3.18+): after
+# Vendoring helper for CMake projects (3.18+; include it once or many times): after
 #   include(3rdparty/aiter_mha/cmake/aiter_mha.cmake)
 # link the imported targets aiter_mha::fwd (libmha_fwd.so: mha_fwd, mha_fwd_splitkv, mha_batch_prefill, paged
 # attention) and aiter_mha::bwd (libmha_bwd.so: mha_bwd). Each carries the public headers (include/) and the CUDA
@@ -15,7 +15,10 @@
 #   AITER_MHA_PREBUILT_DIR  a directory that already holds the libraries: nothing is built
 # compile.py needs ninja and CUTLASS 4.2.0's headers (CUTLASS_DIR, 3rdparty/cutlass, or the nvidia-cutlass wheel:
 # `pip install --no-deps nvidia-cutlass==4.2.0.0` gives just the headers).
-cmake_minimum_required(VERSION 3.18)
+include_guard(GLOBAL) # one set of targets per build, however many subprojects include this
+if(CMAKE_VERSION VERSION_LESS 3.18)
+  message(FATAL_ERROR "aiter_mha: cmake/aiter_mha.cmake needs CMake 3.18 or newer, this is ${CMAKE_VERSION}")
+endif()
 
 set(_aiter_mha_root "${CMAKE_CURRENT_LIST_DIR}/..")
 get_filename_component(_aiter_mha_root "${_aiter_mha_root}" ABSOLUTE)
@@ -34,7 +37,12 @@ endforeach()
 find_package(CUDAToolkit REQUIRED)
 
 if(AITER_MHA_PREBUILT_DIR)
-  set(_aiter_mha_out "${AITER_MHA_PREBUILT_DIR}")
+  get_filename_component(_aiter_mha_out "${AITER_MHA_PREBUILT_DIR}" ABSOLUTE BASE_DIR "${CMAKE_SOURCE_DIR}")
+  foreach(_api IN LISTS AITER_MHA_APIS)
+    if(NOT EXISTS "${_aiter_mha_out}/libmha_${_api}.so")
+      message(FATAL_ERROR "aiter_mha: AITER_MHA_PREBUILT_DIR=${AITER_MHA_PREBUILT_DIR} holds no libmha_${_api}.so")
+    endif()
+  endforeach()
 else()
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   set(_aiter_mha_out "${CMAKE_BINARY_DIR}/aiter_mha")
@@ -44,12 +52,13 @@ else()
     list(APPEND _aiter_mha_libs "${_aiter_mha_out}/libmha_${_api}.so")
   endforeach()
   list(JOIN AITER_MHA_APIS "," _aiter_mha_api_arg)
+  list(JOIN AITER_MHA_COMPILE_ARGS " " _aiter_mha_args_text)
   add_custom_target(aiter_mha_build
     COMMAND "${Python3_EXECUTABLE}" "${_aiter_mha_root}/compile.py" "--api=${_aiter_mha_api_arg}"
             ${AITER_MHA_COMPILE_ARGS}
     WORKING_DIRECTORY "${_aiter_mha_out}"
     BYPRODUCTS ${_aiter_mha_libs}
-    COMMENT "aiter_mha: compile.py --api=${_aiter_mha_api_arg} ${AITER_MHA_COMPILE_ARGS}"
+    COMMENT "aiter_mha: compile.py --api=${_aiter_mha_api_arg} ${_aiter_mha_args_text}"
     USES_TERMINAL VERBATIM)
 endif()
 

@@ -107,8 +107,8 @@ struct mha_bwd_args
     int batch_stride_dv = {};
     int batch_stride_dbias = {};
 
-    int window_size_left = {};
-    int window_size_right = {};
+    int window_size_left = -1;  // -1: unbounded (the default); causal is (-1, 0)
+    int window_size_right = -1;
     float p_drop = {};
     float p_undrop = {};
     drop_seed_offset_t drop_seed_offset = {};

@@ -136,8 +136,8 @@ struct mha_fwd_args
     ck_tile::index_t batch_stride_k_descale = {};
     ck_tile::index_t batch_stride_v_descale = {};
 
-    ck_tile::index_t window_size_left = {};  // -1: unbounded
-    ck_tile::index_t window_size_right = {}; // -1: unbounded; causal is (-1, 0)
+    ck_tile::index_t window_size_left = -1;  // -1: unbounded (the default)
+    ck_tile::index_t window_size_right = -1; // -1: unbounded (the default); causal is (-1, 0)
     ck_tile::index_t sink_size = {};
     ck_tile::index_t mask_type = {}; // 0: no mask 1: top_left_causal 2: bottom_right_causal 3: window_generic
     ck_tile::index_t min_seqlen_q = {};
@@ -240,8 +240,8 @@ struct mha_fwd_splitkv_args
     ck_tile::index_t split_stride_lse_acc = {};
     ck_tile::index_t split_stride_o_acc = {};
 
-    ck_tile::index_t window_size_left = {};
-    ck_tile::index_t window_size_right = {};
+    ck_tile::index_t window_size_left = -1;  // -1: unbounded (the default); causal is (-1, 0)
+    ck_tile::index_t window_size_right = -1;
     ck_tile::index_t sink_size = {};
     ck_tile::index_t mask_type = {};
 };
@@ -307,8 +307,8 @@ struct mha_batch_prefill_args
     ck_tile::index_t batch_stride_lse = {};
     ck_tile::index_t batch_stride_o = {};
 
-    ck_tile::index_t window_size_left = {};
-    ck_tile::index_t window_size_right = {};
+    ck_tile::index_t window_size_left = -1;  // -1: unbounded (the default); causal is (-1, 0)
+    ck_tile::index_t window_size_right = -1;
     ck_tile::index_t sink_size = {};
     ck_tile::index_t mask_type = {};
 

@@ -42,7 +42,7 @@ struct paged_attention_args
     const void* key_cache = {};
     const void* value_cache = {};
     void* out = {};                   // [num_seqs, num_heads, head_size], head dim contiguous
-    const int32_t* block_tables = {}; // [num_seqs, block_tables_stride] int32 block ids (4-byte aligned)
+    const int32_t* block_tables = {}; // [num_seqs, block_tables_stride] int32 ids, 4-byte aligned
     const int32_t* context_lens = {}; // [num_seqs] int32 tokens per sequence; device data, so not checked: each must be
                                       // <= max_context_len (paged_attention_v1 ignores tokens past its partitions); the
                                       // kernels clamp each to [0, block_size * block_tables_stride] (what a table row

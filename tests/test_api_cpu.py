@@ -120,7 +120,7 @@ def test_headers_refuse_the_old_libstdcxx_abi():
 
 
 def test_header_structs_start_zeroed(tmp_path):
-    # every field has a default (zero / null / empty), so a field the caller forgets (AITER's newer ones: sink_ptr,
+    # every field has a default (zero / null / empty; windows -1, unbounded), so a field the caller forgets (AITER's newer ones: sink_ptr,
     # block_scale_*) is not garbage, and C++20 designated initializers build under -Wextra -Werror
     gxx = shutil.which("g++")
     if gxx is None or not os.path.isdir(CUDA_INC):
@@ -134,7 +134,8 @@ def test_header_structs_start_zeroed(tmp_path):
                    "  return !(d.batch == 2 && d.q_ptr == nullptr && f.sink_ptr == nullptr && f.batch == 0 &&\n"
                    "           f.data_type.empty() && f.p_drop == 0.f && s.num_splits == 0 && s.block_table_ptr == nullptr\n"
                    "           && b.kv_indptr == nullptr && !w.workspace_alloc && w.dq_ptr == nullptr &&\n"
-                   "           p.num_seqs == 0 && p.k_stride_block == 0 && p.workspace == nullptr);\n}\n")
+                   "           p.num_seqs == 0 && p.k_stride_block == 0 && p.workspace == nullptr &&\n"
+                   "           f.window_size_left == -1 && f.window_size_right == -1 && w.window_size_right == -1);\n}\n")
     exe = str(tmp_path / "zeroed")
     r = subprocess.run([gxx, "-std=c++20", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "include"), "-I",
                         CUDA_INC, str(src), "-o", exe], capture_output=True, text=True)
@@ -222,14 +223,21 @@ def test_cmake_vendoring_module(built, tmp_path):
         "int main() { aiter::mha_fwd_args a{}; a.data_type = \"bf16\";\n"
         "  const float r = aiter::mha_fwd(a, ck_tile::stream_config{});\n"
         '  std::printf("%g %s\\n", r, aiter::mha_get_last_error()); return 0; }\n')
+    # included twice (a subproject vendoring it too), the prebuilt directory given relative to the source tree
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "CMakeLists.txt").write_text(f'include("{ROOT}/cmake/aiter_mha.cmake")\n')
     (tmp_path / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(app LANGUAGES CXX)\n"
-        f'include("{ROOT}/cmake/aiter_mha.cmake")\n'
+        f'include("{ROOT}/cmake/aiter_mha.cmake")\nadd_subdirectory(sub)\n'
         "add_executable(app main.cpp)\ntarget_compile_features(app PRIVATE cxx_std_17)\n"
         "target_link_libraries(app PRIVATE aiter_mha::fwd aiter_mha::bwd)\n")
-    b = tmp_path / "b"
+    os.symlink(built, tmp_path / "pre")
     env = dict(os.environ, CUDAToolkit_ROOT=os.path.dirname(CUDA_INC))
-    r = subprocess.run([cmake, "-S", str(tmp_path), "-B", str(b), f"-DAITER_MHA_PREBUILT_DIR={built}"],
+    bad = subprocess.run([cmake, "-S", str(tmp_path), "-B", str(tmp_path / "bad"), "-DAITER_MHA_PREBUILT_DIR=nowhere"],
+                         capture_output=True, text=True, env=env)
+    assert bad.returncode != 0 and "holds no libmha_fwd.so" in bad.stderr, bad.stderr
+    b = tmp_path / "b"
+    r = subprocess.run([cmake, "-S", str(tmp_path), "-B", str(b), "-DAITER_MHA_PREBUILT_DIR=pre"],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run([cmake, "--build", str(b)], capture_output=True, text=True, env=env)

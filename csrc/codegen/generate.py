@@ -323,7 +323,8 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
                  "dropout": "n | y"}.get(variant, "n | n")
         rows.append(f"| bwd | ck ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
                     f"| no_mask, causal t/b, windows t/b, generic | {feats} | - | "
-                    + ("up to d192 (sm80), d64 (sm86/89 in builds for them): shared memory" if cols[0] != "n" else "n")
+                    + {"y": "up to d192 (sm80), d64 (sm86/89 in builds for them): shared memory",
+                       "n": "n"}.get(cols[0], f"d64 ({cols[0]}): shared memory")
                     + f" | {cols[1]} | {cols[2]} |")
     if not bwd:
         rows.append("| bwd | - | - | - | - | - | - | - | - | n | n | n |")
