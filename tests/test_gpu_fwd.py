@@ -14,7 +14,32 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _mha_paths import gpu_test_modules  # noqa: E402
 
-torch, aiter_mha = gpu_test_modules("GPU correctness tests")
+torch, _module = gpu_test_modules("GPU correctness tests")
+
+
+class _SkipMissingKernels:
+    """The binding module, whose functions skip the test (with the library's reason) when a kernel the call needs is
+    not in this build, unless MHA_REQUIRE_ALL_KERNELS=1 (full-build runs), where that stays a failure."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        attr = getattr(self._module, name)
+        if not callable(attr) or isinstance(attr, type): # constants and classes (DeviceBuffer) as they are
+            return attr
+
+        def call(*args, **kw):
+            try:
+                return attr(*args, **kw)
+            except (ValueError, RuntimeError) as e:
+                if "is not in this build" in str(e) and os.environ.get("MHA_REQUIRE_ALL_KERNELS") != "1":
+                    pytest.skip(f"kernel not built: {e}")
+                raise
+        return call
+
+
+aiter_mha = _SkipMissingKernels(_module) if _module is not None else None
 
 DEV = "cuda"
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
