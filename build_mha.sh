@@ -11,6 +11,10 @@
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if (( $# > 1 )); then
+  echo "usage: bash build_mha.sh [fwd|bwd|fwd_v3|bwd_v3|all] (one API; got: $*); compile.py options go in MHA_COMPILE_ARGS" >&2
+  exit 2
+fi
 API=${1:-all}
 case "$API" in
   fwd|bwd|fwd_v3|bwd_v3) COMPILE_API=$API ;;

@@ -33,8 +33,28 @@ class BuildError(Exception):
     pass
 
 
-def csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
+def csv(value: str, option: str = "") -> list[str]:
+    """The items of a comma list; a value that lists nothing ("--api=,") is an error rather than the default."""
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if option and value.strip() and not items:
+        raise BuildError(f"{option}={value!r} lists nothing: give at least one item, or leave {option} out for the "
+                         "default")
+    return items
+
+
+class Once(argparse.Action):
+    """An option that may be given once: a second value (e.g. --api from MHA_COMPILE_ARGS after build_mha.sh's own
+    --api) is an error instead of argparse's silent last-one-wins."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = getattr(namespace, "_given", set())
+        if self.dest in seen:
+            parser.error(f"{option_string} given more than once (build_mha.sh and cmake/aiter_mha.cmake pass their "
+                         "API selection as --api: leave it out of MHA_COMPILE_ARGS / AITER_MHA_COMPILE_ARGS)"
+                         if self.dest == "api" else f"{option_string} given more than once")
+        seen.add(self.dest)
+        namespace._given = seen
+        setattr(namespace, self.dest, values)
 
 
 def executable(path: str) -> bool:
@@ -126,22 +146,22 @@ def python_build_info():
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  allow_abbrev=False) # build_mha.sh matches --list / --print-toolchain by name
-    ap.add_argument("--api", default="", help=f"comma list of {', '.join(gen.APIS)} (default: fwd,bwd, i.e. "
+    ap.add_argument("--api", action=Once, default="", help=f"comma list of {', '.join(gen.APIS)} (default: fwd,bwd, i.e. "
                                              "all). As in AITER, fwd builds mha_fwd, mha_fwd_splitkv and "
                                              "mha_batch_prefill; fwd_v3 / bwd_v3 (AITER's asm-only builds) build "
                                              "the mha_fwd / mha_bwd instances")
-    ap.add_argument("--dtypes", default="", help=f"comma list of {', '.join(gen.DTYPES)} (default: all)")
-    ap.add_argument("--hdims", default="", help="comma list of instance head dims: hdim_q ('192') or hdim_qxhdim_v "
+    ap.add_argument("--dtypes", action=Once, default="", help=f"comma list of {', '.join(gen.DTYPES)} (default: all)")
+    ap.add_argument("--hdims", action=Once, default="", help="comma list of instance head dims: hdim_q ('192') or hdim_qxhdim_v "
                                                 "('192x128') (default: all)")
-    ap.add_argument("--variants", default="", help=f"comma list of {', '.join(gen.ALL_VARIANTS)} (default: all; "
+    ap.add_argument("--variants", action=Once, default="", help=f"comma list of {', '.join(gen.ALL_VARIANTS)} (default: all; "
                                                    "'full' adds soft-cap, bias, ALiBi, sinks and dropout; the "
                                                    "backward's 'alibi' / 'dropout' have only that feature)")
-    ap.add_argument("--arch", default="", help=f"comma list of {', '.join(gen.ARCHS)}; sm_90 / sm_100 / sm_120 mean "
+    ap.add_argument("--arch", action=Once, default="", help=f"comma list of {', '.join(gen.ARCHS)}; sm_90 / sm_100 / sm_120 mean "
                                                "their 'a' targets (default: the visible GPU's, else sm_80,sm_90a)")
-    ap.add_argument("--preset", default="all", choices=sorted(gen.PRESETS), help="base instance set (default all)")
-    ap.add_argument("--filter", default="", help="fnmatch pattern on instance names, e.g. '*bf16_d128*'")
+    ap.add_argument("--preset", action=Once, default="all", choices=sorted(gen.PRESETS), help="base instance set (default all)")
+    ap.add_argument("--filter", action=Once, default="", help="fnmatch pattern on instance names, e.g. '*bf16_d128*'")
     ap.add_argument("--list", action="store_true", help="print the instances and the support table, build nothing")
-    ap.add_argument("--build-dir", default=os.path.join(os.getcwd(), "build"), help="objects and generated sources")
+    ap.add_argument("--build-dir", action=Once, default=os.path.join(os.getcwd(), "build"), help="objects and generated sources")
     ap.add_argument("--no-python", action="store_true", help="skip the aiter_mha Python module")
     ap.add_argument("--print-toolchain", action="store_true", help="print the nvcc this build uses (first line) and "
                     "the -gencode flags for host programs linking it (the build's archs plus compute_80 PTX), build "
@@ -151,27 +171,27 @@ def parse_args(argv):
 
 def resolve_selection(a):
     preset = gen.PRESETS[a.preset]
-    apis = csv(a.api) or list(preset["apis"])
+    apis = csv(a.api, "--api") or list(preset["apis"])
     for api in apis:
         if api not in gen.APIS:
             raise BuildError(f"unknown api '{api}': choose from {', '.join(gen.APIS)}")
-    dtypes = csv(a.dtypes) or list(preset["dtypes"])
+    dtypes = csv(a.dtypes, "--dtypes") or list(preset["dtypes"])
     for d in dtypes:
         if d not in gen.DTYPES:
             raise BuildError(f"unknown dtype '{d}': choose from {', '.join(gen.DTYPES)}")
-    hdims = csv(a.hdims) or (list(preset["hdims"]) if preset["hdims"] is not None else None)
+    hdims = csv(a.hdims, "--hdims") or (list(preset["hdims"]) if preset["hdims"] is not None else None)
     if hdims is not None:
         for h in hdims:
             if h not in gen.known_hdims():
                 raise BuildError(f"unknown hdim {h}: instances exist for head dims "
                                  f"{', '.join(gen.known_hdims())} (smaller head dims run on the next larger "
                                  "instance)")
-    variants = csv(a.variants) or list(preset["variants"])
+    variants = csv(a.variants, "--variants") or list(preset["variants"])
     for v in variants:
         if v not in gen.ALL_VARIANTS:
             raise BuildError(f"unknown variant '{v}': choose from {', '.join(gen.ALL_VARIANTS)}")
     # sm_90 / sm_100 / sm_120 name the GPUs; their kernels are built for the arch-specific targets (wgmma, TMA)
-    archs = [{"sm_90": "sm_90a", "sm_100": "sm_100a", "sm_120": "sm_120a"}.get(x, x) for x in csv(a.arch)]
+    archs = [{"sm_90": "sm_90a", "sm_100": "sm_100a", "sm_120": "sm_120a"}.get(x, x) for x in csv(a.arch, "--arch")]
     archs = list(dict.fromkeys(archs)) or detect_archs()
     for arch in archs:
         if arch not in gen.ARCHS:

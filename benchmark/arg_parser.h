@@ -6,6 +6,9 @@
 
 #include "ck_tile_compat.h"
 
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -96,20 +99,35 @@ public:
 
     std::string get_str(const std::string& key) const { return args_.at(key).value; }
 
-    // atoi semantics on purpose: "16," reads as 16, garbage reads as 0 (as in CK).
-    int get_int(const std::string& key) const { return std::atoi(get_str(key).c_str()); }
+    // The readers below are strict: a value outside its flag's grammar reads as 0 / false / empty and its reason is
+    // kept (the first one) in error(), which read_fwd_config / read_bwd_config report before using any value
+    // (kExitBadArgs). CK reads with atoi, so "-s=abc" ran as s=0 and "-v=yes" as -v=0 there.
+    const std::string& error() const { return error_; }
+
+    // A whole integer in int32 range; one trailing comma is allowed ("-d=16," as AITER's smoke matrix writes it).
+    int get_int(const std::string& key) const
+    {
+        std::string v = get_str(key);
+        if (!v.empty() && v.back() == ',')
+            v.pop_back();
+        return static_cast<int>(checked(key, v, INT32_MIN, INT32_MAX));
+    }
 
     uint32_t get_uint32(const std::string& key) const
     {
-        return static_cast<uint32_t>(std::strtoul(get_str(key).c_str(), nullptr, 10));
+        return static_cast<uint32_t>(checked(key, get_str(key), 0, UINT32_MAX));
     }
 
     uint64_t get_uint64(const std::string& key) const
     {
-        return static_cast<uint64_t>(std::strtoull(get_str(key).c_str(), nullptr, 10));
+        const std::string v = get_str(key);
+        uint64_t value      = 0;
+        if (!parse_uint64(v, value))
+            note(key, v, "a whole number in [0, 2^64)");
+        return value;
     }
 
-    // "t"/"true" and "f"/"false", otherwise any non-zero integer is true.
+    // "t"/"true" and "f"/"false", otherwise an integer (non-zero is true).
     bool get_bool(const std::string& key) const
     {
         const std::string v = get_str(key);
@@ -117,29 +135,80 @@ public:
             return true;
         if (v == "f" || v == "false")
             return false;
-        return std::atoi(v.c_str()) != 0;
+        int64_t value = 0;
+        if (!parse_int64(v, value))
+            note(key, v, "t, true, f, false or an integer");
+        return value != 0;
     }
 
-    float get_float(const std::string& key) const { return static_cast<float>(std::atof(get_str(key).c_str())); }
+    // A finite number, wholly consumed ("0.2", "1e-3"); nan, inf and trailing text are refused.
+    float get_float(const std::string& key) const
+    {
+        const std::string v = get_str(key);
+        char* end           = nullptr;
+        errno               = 0;
+        const float value   = v.empty() ? 0.f : std::strtof(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || !std::isfinite(value))
+        {
+            note(key, v, "a finite number");
+            return 0.f;
+        }
+        return value;
+    }
 
-    // Comma-separated integers: "-s=128,64,1" -> {128, 64, 1}; empty items are skipped.
+    // Comma-separated integers: "-s=128,64,1" -> {128, 64, 1}. Every item must be an int32; one trailing comma is
+    // allowed ("-s=128,"), an empty item anywhere else ("-s=,3", "-s=1,,2", "-s=,") is refused.
     std::vector<int32_t> get_int_vec(const std::string& key) const
     {
         std::vector<int32_t> out;
-        for (const auto& item : split(get_str(key), ','))
-            if (!item.empty())
-                out.push_back(static_cast<int32_t>(std::atoi(item.c_str())));
+        std::vector<std::string> items = split(get_str(key), ',');
+        if (items.size() > 1 && items.back().empty())
+            items.pop_back();
+        for (const auto& item : items)
+        {
+            int64_t value = 0;
+            if (!parse_int64(item, value) || value < INT32_MIN || value > INT32_MAX)
+            {
+                note(key, get_str(key), "a comma-separated list of integers");
+                return {};
+            }
+            out.push_back(static_cast<int32_t>(value));
+        }
         return out;
     }
 
-private:
-    struct Arg
+    // An optional sign and decimal digits, nothing else, in int64 range.
+    static bool parse_int64(const std::string& s, int64_t& value)
     {
-        std::string value;
-        std::string help;
-    };
+        const bool negative = !s.empty() && s[0] == '-';
+        const size_t digits = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+        uint64_t magnitude  = 0;
+        if (!parse_uint64(s.substr(digits), magnitude))
+            return false;
+        if (magnitude > (negative ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX)))
+            return false;
+        value = negative ? int64_t(0 - magnitude) : int64_t(magnitude);
+        return true;
+    }
 
-    static constexpr std::string::size_type kMinKeyWidth = 11; // CK pads keys to at least this width
+    // Decimal digits only, in uint64 range.
+    static bool parse_uint64(const std::string& s, uint64_t& value)
+    {
+        if (s.empty() || s.size() > 20)
+            return false;
+        uint64_t v = 0;
+        for (char ch : s)
+        {
+            if (ch < '0' || ch > '9')
+                return false;
+            const uint64_t d = uint64_t(ch - '0');
+            if (v > (UINT64_MAX - d) / 10)
+                return false;
+            v = v * 10 + d;
+        }
+        value = v;
+        return true;
+    }
 
     static std::vector<std::string> split(const std::string& s, char sep)
     {
@@ -154,8 +223,36 @@ private:
         return parts;
     }
 
+private:
+    struct Arg
+    {
+        std::string value;
+        std::string help;
+    };
+
+    static constexpr std::string::size_type kMinKeyWidth = 11; // CK pads keys to at least this width
+
+    // The value of `key` as an integer in [lo, hi], else 0 with the reason noted.
+    int64_t checked(const std::string& key, const std::string& v, int64_t lo, int64_t hi) const
+    {
+        int64_t value = 0;
+        if (!parse_int64(v, value) || value < lo || value > hi)
+        {
+            note(key, v, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+            return 0;
+        }
+        return value;
+    }
+
+    void note(const std::string& key, const std::string& value, const std::string& expected) const
+    {
+        if (error_.empty())
+            error_ = "-" + key + "=" + value + ": expected " + expected;
+    }
+
     std::map<std::string, Arg> args_;
     std::vector<std::string> keys_; // insertion order, for the help
+    mutable std::string error_;     // the first malformed value a reader met
 };
 
 // CK's mask_info: the -mask grammar decoded into (mask_type, window_size_left, window_size_right, sink_size). For
@@ -185,31 +282,36 @@ struct MaskInfo
             return false;
         }
         const std::string t = str.substr(0, c);
-        const std::string v = str.substr(c + 1);
+        std::vector<int> n; // the numbers after ':', each a whole int32 ("t:5," and "t:abc,1" are refused)
+        for (const std::string& item : ArgParser::split(str.substr(c + 1), ','))
+        {
+            int64_t value = 0;
+            if (!ArgParser::parse_int64(item, value) || value < INT32_MIN || value > INT32_MAX)
+                return false;
+            n.push_back(static_cast<int>(value));
+        }
         if (t == "xt" || t == "xb") // xformers window w: w < 0 causal, else w/2 keys left and w-1-w/2 right
         {
-            const int window = std::atoi(v.c_str());
-            m.type           = t == "xt" ? mask_enum::mask_top_left : mask_enum::mask_bottom_right;
-            m.left           = -1;
-            m.right          = 0;
-            if (window > 0)
+            if (n.size() != 1)
+                return false;
+            m.type  = t == "xt" ? mask_enum::mask_top_left : mask_enum::mask_bottom_right;
+            m.left  = -1;
+            m.right = 0;
+            if (n[0] > 0)
             {
-                m.left  = window / 2;
-                m.right = window - 1 - m.left;
+                m.left  = n[0] / 2;
+                m.right = n[0] - 1 - m.left;
             }
             return true;
         }
-        const auto comma = v.find(',');
-        if (comma == std::string::npos || (t != "t" && t != "b" && t != "g"))
+        if ((t != "t" && t != "b" && t != "g") || n.size() < 2 || n.size() > 3)
             return false;
-        m.type  = t == "t" ? mask_enum::mask_top_left
-                  : t == "b" ? mask_enum::mask_bottom_right
-                             : mask_enum::window_generic;
-        m.left             = std::atoi(v.substr(0, comma).c_str());
-        const auto comma_2 = v.find(',', comma + 1);
-        m.right            = std::atoi(v.substr(comma + 1, comma_2 - comma - 1).c_str());
-        if (comma_2 != std::string::npos)
-            m.sink_size = std::atoi(v.substr(comma_2 + 1).c_str());
+        m.type      = t == "t" ? mask_enum::mask_top_left
+                      : t == "b" ? mask_enum::mask_bottom_right
+                                 : mask_enum::window_generic;
+        m.left      = n[0];
+        m.right     = n[1];
+        m.sink_size = n.size() == 3 ? n[2] : 0;
         return m.sink_size >= 0;
     }
 
@@ -233,20 +335,27 @@ struct BiasInfo
     bias_enum type = bias_enum::no_bias;
     int rank_info  = 0;
 
+    // CK's bias_info::decode: whole words only ("apple" is not alibi), and a rank only after e / a (in [0, 2] for
+    // elementwise, [0, 1] for alibi, checked by the caller). 1 / 2 also take a rank here.
     static bool decode(const std::string& str, BiasInfo& b)
     {
-        b            = BiasInfo{};
-        const auto c = str.find(':');
-        if (str == "0" || str == "n")
+        b                   = BiasInfo{};
+        const auto c        = str.find(':');
+        const std::string t = str.substr(0, c);
+        if (c == std::string::npos && (t == "0" || t == "n"))
             return true;
-        if (str[0] == '1' || str[0] == 'e')
+        if (t == "1" || t == "e" || t == "elementwise")
             b.type = bias_enum::elementwise_bias;
-        else if (str[0] == '2' || str[0] == 'a')
+        else if (t == "2" || t == "a" || t == "alibi")
             b.type = bias_enum::alibi;
         else
             return false;
-        if (c != std::string::npos)
-            b.rank_info = std::atoi(str.substr(c + 1).c_str());
+        if (c == std::string::npos)
+            return true;
+        int64_t rank = 0;
+        if (!ArgParser::parse_int64(str.substr(c + 1), rank) || rank < 0 || rank > 2)
+            return false;
+        b.rank_info = static_cast<int>(rank);
         return true;
     }
 

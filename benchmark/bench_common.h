@@ -12,10 +12,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <iomanip>
+#include <iostream>
 #include <limits>
+#include <new>
 #include <ostream>
+#include <stdexcept>
 #include <random>
 #include <vector>
+
+#include <unistd.h>
 
 namespace bench {
 
@@ -34,6 +39,45 @@ constexpr int kExitUnknownPrec = -3;
             return bench::kExitFailed;                                                                                 \
         }                                                                                                              \
     } while (0)
+
+// Runs a benchmark body: host memory the problem's tensors need and this machine lacks (the inputs, outputs and
+// reference copies are sized from the flags) is a message and kExitFailed rather than std::terminate.
+template <typename Body>
+int run_guarded(const char* tool, Body&& body)
+{
+    try
+    {
+        return body();
+    }
+    catch (const std::bad_alloc&)
+    {
+        std::cerr << tool << ": not enough host memory for this problem's host tensors (inputs, outputs and the "
+                  << "reference's copies); use smaller sizes, or -v=0 to skip the host reference" << std::endl;
+    }
+    catch (const std::length_error& e)
+    {
+        std::cerr << tool << ": a host tensor is too large for this machine (" << e.what() << ")" << std::endl;
+    }
+    return kExitFailed;
+}
+
+// The host memory a run's host tensors would take (an estimate: the inputs in their dtype and as exact floats, the
+// outputs read back and the reference's) against this machine's physical memory: a problem far past it is refused
+// up front with a message instead of paging for minutes (or being killed) while its inputs are filled.
+inline int check_host_memory(const char* tool, double bytes)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0)
+        return kExitPass;
+    const double physical = double(pages) * double(page_size);
+    if (bytes <= physical)
+        return kExitPass;
+    std::cerr << tool << ": the host tensors of this problem need about " << bytes / double(1 << 30)
+              << " GiB, more than this machine's " << physical / double(1 << 30)
+              << " GiB of memory; use smaller sizes, or -v=0 (inputs filled on the device, no host reference)"
+              << std::endl;
+    return kExitFailed;
+}
 
 template <typename T>
 struct DTypeTraits;

@@ -62,6 +62,24 @@ inline int resolve_seqlens(const ArgParser& p, ProblemConfig& c, std::mt19937& r
 {
     const std::vector<int32_t> s_list = p.get_int_vec("s"), sk_list = p.get_int_vec("s_k");
     const std::vector<int32_t> kpad_list = p.has("s_kpad") ? p.get_int_vec("s_kpad") : std::vector<int32_t>{};
+    if (!p.error().empty())
+        return fail(kExitBadArgs, p.error());
+    if (s_list.empty() || sk_list.empty())
+        return fail(kExitBadArgs, "-s and -s_k need at least one length");
+    // A length no batch would use is refused (CK drops it silently): batch mode takes one -s / -s_k value, group
+    // mode one per batch, and -s_k / -s_kpad pair with the -s entries by index.
+    if (!c.group() && (s_list.size() > 1 || sk_list.size() > 1))
+        return fail(kExitBadArgs, "batch mode takes one -s and one -s_k length (lists are for -mode=1), got -s=",
+                    p.get_str("s"), " -s_k=", p.get_str("s_k"));
+    if (c.group())
+    {
+        const size_t listed = std::min<size_t>(s_list.size(), size_t(std::max(c.batch, 1)));
+        if (s_list.size() > size_t(std::max(c.batch, 1)))
+            return fail(kExitBadArgs, "-s lists ", s_list.size(), " lengths for ", c.batch, " batches");
+        if (sk_list.size() > listed || kpad_list.size() > listed)
+            return fail(kExitBadArgs, "-s_k and -s_kpad may list at most as many lengths as -s (", listed,
+                        "), got ", sk_list.size(), " and ", kpad_list.size());
+    }
     if (!c.group())
     {
         const int32_t s  = s_list.empty() ? 0 : s_list[0];
@@ -123,6 +141,19 @@ inline int resolve_seqlens(const ArgParser& p, ProblemConfig& c, std::mt19937& r
     return kExitPass;
 }
 
+// The flags both benchmarks read the same way whose values CK took without a check: -timer (anything but "gpu" was
+// the host timer), -repeat (0 timed one pass, printed as if none), -v3_bf16_cvt.
+inline int check_common_flags(const ArgParser& p, const ProblemConfig& c)
+{
+    if (p.get_str("timer") != "gpu" && p.get_str("timer") != "cpu")
+        return fail(kExitBadArgs, "-timer must be gpu or cpu, got ", p.get_str("timer"));
+    if (c.repeat < 1)
+        return fail(kExitBadArgs, "-repeat must be >= 1 (the timed passes), got ", c.repeat);
+    if (c.v3_bf16_cvt < 0 || c.v3_bf16_cvt > 2)
+        return fail(kExitBadArgs, "-v3_bf16_cvt must be 0 (RTNE), 1 (RTNA) or 2 (RTZ), got ", c.v3_bf16_cvt);
+    return kExitPass;
+}
+
 // The shared value grammars: -mode, -mask, -bias (kExitBadArgs when one is outside its grammar).
 inline int decode_problem_grammar(const ArgParser& p, ProblemConfig& c)
 {
@@ -145,8 +176,8 @@ inline int check_problem(const ArgParser& p, ProblemConfig& c)
         return fail(kExitFailed, "b and h must be <= 65535, got ", c.batch, " and ", c.nhead);
     if (c.nhead % c.nhead_k != 0)
         return fail(kExitFailed, "nhead:", c.nhead, " must be multiple of nhead_k:", c.nhead_k);
-    if (c.warmup < 0 || c.repeat < 0)
-        return fail(kExitFailed, "-warmup and -repeat must be non-negative");
+    if (c.warmup < 0)
+        return fail(kExitFailed, "-warmup must be non-negative");
     if (c.p_drop < 0.f || c.p_drop > 1.f)
         return fail(kExitFailed, "The value of p_drop should be 0~1");
 

@@ -719,6 +719,18 @@ int main(int argc, char* argv[])
         return kExitFailed;
     }
 
+    // Q, K, V, dO (and a bias) on the host as 16-bit and float values, O, the gradients read back and the
+    // references': refused before any device work when far past this machine's memory
+    if (host_inputs(config))
+    {
+        const BwdLayout l      = make_bwd_layout(config);
+        const int64_t elements = 2 * (l.fwd.q.elements + l.fwd.k.elements + l.fwd.v.elements) + 3 * l.fwd.o.elements +
+                                 (config.bias.type == bias_enum::elementwise_bias ? 2 * l.fwd.bias.elements : 0);
+        if (const int rc = check_host_memory("benchmark_mha_bwd", double(elements) * (2 + sizeof(float)));
+            rc != kExitPass)
+            return rc;
+    }
+
     int device_count        = 0;
     const cudaError_t error = cudaGetDeviceCount(&device_count);
     if (error != cudaSuccess || device_count == 0)
@@ -729,5 +741,5 @@ int main(int argc, char* argv[])
         return kExitFailed;
     }
 
-    return prec == "bf16" ? run<__nv_bfloat16>(config) : run<__half>(config);
+    return run_guarded("benchmark_mha_bwd", [&] { return prec == "bf16" ? run<__nv_bfloat16>(config) : run<__half>(config); });
 }

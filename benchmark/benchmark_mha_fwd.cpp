@@ -698,6 +698,18 @@ int main(int argc, char* argv[])
         return kExitFailed;
     }
 
+    // Q, K, V (and a bias) on the host as 16-bit and float values, O read back and the reference's: refused before
+    // any device work when far past this machine's memory
+    if (host_inputs(config))
+    {
+        const ProblemLayout l = make_problem_layout(config);
+        const int64_t elements = l.q.elements + l.k.elements + l.v.elements + 2 * l.o.elements +
+                                 (config.bias.type == bias_enum::elementwise_bias ? l.bias.elements : 0);
+        if (const int rc = check_host_memory("benchmark_mha_fwd", double(elements) * (2 + sizeof(float)));
+            rc != kExitPass)
+            return rc;
+    }
+
     int device_count        = 0;
     const cudaError_t error = cudaGetDeviceCount(&device_count);
     if (error != cudaSuccess || device_count == 0)
@@ -708,5 +720,5 @@ int main(int argc, char* argv[])
         return kExitFailed;
     }
 
-    return prec == "bf16" ? run<__nv_bfloat16>(config) : run<__half>(config);
+    return run_guarded("benchmark_mha_fwd", [&] { return prec == "bf16" ? run<__nv_bfloat16>(config) : run<__half>(config); });
 }

@@ -122,6 +122,10 @@ inline int read_bwd_config(const ArgParser& p, BwdConfig& c)
     c.v3_bf16_cvt     = p.get_int("v3_bf16_cvt");
     c.v3_api_check    = p.get_bool("v3_api_check");
 
+    if (!p.error().empty())
+        return fail(kExitBadArgs, p.error());
+    if (const int rc = check_common_flags(p, c); rc != kExitPass)
+        return rc;
     if (const int rc = decode_problem_grammar(p, c); rc != kExitPass)
         return rc;
     using I = InitMethod;

@@ -165,6 +165,10 @@ inline int read_fwd_config(const ArgParser& p, FwdConfig& c)
     c.fwd_v3             = p.get_bool("fwd_v3");
     c.is_v3_check        = p.get_bool("is_v3_check");
 
+    if (!p.error().empty())
+        return fail(kExitBadArgs, p.error());
+    if (const int rc = check_common_flags(p, c); rc != kExitPass)
+        return rc;
     if (c.validation < 0 || c.validation > 2)
         return fail(kExitBadArgs, "-v must be 0, 1 or 2, got ", c.validation);
     if (c.vlayout != "r" && c.vlayout != "c")

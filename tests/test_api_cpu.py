@@ -203,6 +203,74 @@ def test_benchmark_rejects_unknown_flag_and_precision(built):
     assert r.returncode == 253  # -3, as AITER's
 
 
+@pytest.mark.parametrize("args, msg", [
+    (["-s=abc"], "-s=abc: expected a comma-separated list of integers"),
+    (["-b=1.5"], "-b=1.5: expected an integer in"),
+    (["-s=99999999999"], "-s=99999999999: expected"),
+    (["-b=4294967298"], "-b=4294967298: expected an integer in"),
+    (["-d=12abc"], "-d=12abc: expected an integer"),
+    (["-v=yes"], "-v=yes: expected an integer"),
+    (["-seed=abc"], "-seed=abc: expected an integer in [0, 4294967295]"),
+    (["-lse=yes"], "-lse=yes: expected t, true, f, false or an integer"),
+    (["-p_drop=nan"], "-p_drop=nan: expected a finite number"),
+    (["-scale_s=0.1x"], "-scale_s=0.1x: expected a finite number"),
+    (["-mode=1", "-s=,3"], "-s=,3: expected a comma-separated list of integers"),
+    (["-mode=1", "-s=1,,2"], "-s=1,,2: expected"),
+    (["-s=128,64"], "batch mode takes one -s and one -s_k length"),
+    (["-mode=1", "-b=2", "-s=10,20,30"], "-s lists 3 lengths for 2 batches"),
+    (["-mode=1", "-b=2", "-s=10,20", "-s_k=5,6,7"], "-s_k and -s_kpad may list at most as many lengths as -s (2)"),
+    (["-mask=t:abc,def"], "not supported mask: t:abc,def"),
+    (["-mask=t:5,"], "not supported mask: t:5,"),
+    (["-mask=t:1,2,3,4"], "not supported mask"),
+    (["-mask=xt:"], "not supported mask"),
+    (["-mask=xt:5,3"], "not supported mask"),
+    (["-mask=t:4294967295,0"], "not supported mask"),
+    (["-bias=apple"], "not supported bias: apple"),
+    (["-bias=1x"], "not supported bias: 1x"),
+    (["-bias=e:x"], "not supported bias: e:x"),
+    (["-bias=a:2"], "not supported bias: a:2"),
+    (["-timer=GPU"], "-timer must be gpu or cpu, got GPU"),
+    (["-v3_bf16_cvt=9"], "-v3_bf16_cvt must be 0 (RTNE), 1 (RTNA) or 2 (RTZ)"),
+    (["-repeat=0"], "-repeat must be >= 1"),
+])
+@pytest.mark.parametrize("tool", ["benchmark_mha_fwd", "benchmark_mha_bwd"])
+def test_benchmark_refuses_malformed_values(built, tool, args, msg):
+    """A value outside its flag's grammar is a message and exit -1 (CK's atoi read "-s=abc" as 0 and "-v=yes" as no
+    validation); the same flags and grammars in both benchmarks."""
+    if tool == "benchmark_mha_bwd":  # the backward's names for these flags
+        for fwd_flag, bwd_flag in (("-scale_s=", "-scale="), ("-lse=", "-deterministic=")):
+            args = [a.replace(fwd_flag, bwd_flag) for a in args]
+            msg = msg.replace(fwd_flag, bwd_flag)
+    r = subprocess.run([os.path.join(built, tool), *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 255, (r.returncode, r.stdout, r.stderr)
+    assert msg in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args", [["-d=16,"], ["-mode=1", "-b=3", "-s=1,2,"], ["-mode=1", "-b=4", "-s=300",
+                                  "-s_kpad=512"], ["-s_kpad=32"], ["-mask=t:128,30"], ["-mask=b:4,35,2"],
+                                  ["-mask=xb:16"], ["-mask=g:16,8"], ["-bias=e:2"], ["-bias=alibi"], ["-bias=a:1"],
+                                  ["-lse=t"], ["-iperm=0"], ["-seed=4294967295"], ["-p_drop=0.2"],
+                                  ["-scale_s=1e-3"], ["-timer=cpu"], ["-num_splits=-0"]])
+def test_benchmark_accepts_aiter_forms(built, args):
+    """AITER's spellings (a trailing comma after -d, lists for group mode, -s_kpad in batch mode, every mask and bias
+    form) pass the parser; without a GPU the run then stops at the device check (exit -2)."""
+    has_gpu, _ = gpu_available()
+    if has_gpu:
+        pytest.skip("a GPU is present: the runs would execute (the smoke scripts cover them there)")
+    r = bench(built, *args)
+    assert r.returncode == 254 and "no CUDA GPU" in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("tool", ["benchmark_mha_fwd", "benchmark_mha_bwd"])
+def test_benchmark_refuses_host_tensors_past_memory(built, tool):
+    """-v=1 fills the inputs on the host: a problem whose host tensors far exceed this machine's memory (8 TB here)
+    is refused at once, before any device work, instead of std::bad_alloc or minutes of paging."""
+    r = subprocess.run([os.path.join(built, tool), "-b=65535", "-h=1", "-s=32768", "-d=128"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 254, (r.returncode, r.stderr)
+    assert "GiB, more than this machine's" in r.stderr and "-v=0" in r.stderr, r.stderr
+
+
 def test_benchmark_without_gpu_says_so(built):
     has_gpu, _ = gpu_available()
     if has_gpu:

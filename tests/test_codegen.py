@@ -118,6 +118,11 @@ def test_list_refuses_an_empty_selection_like_the_build():
     (["--hdims", "128x64"], "unknown hdim 128x64"),
     (["--variants", "fast"], "unknown variant 'fast'"),
     (["--arch", "sm_70"], "unknown arch 'sm_70'"),
+    (["--api=,"], "--api=',' lists nothing"),
+    (["--arch", " , "], "--arch=' , ' lists nothing"),
+    (["--hdims", ","], "--hdims=',' lists nothing"),
+    (["--api=fwd", "--api", "bwd"], "--api given more than once (build_mha.sh and cmake/aiter_mha.cmake pass their API selection"),
+    (["--arch", "sm_90a", "--arch=sm_80"], "--arch given more than once"),
 ])
 def test_bad_options_fail_with_a_reason(args, message):
     r = run_compile("--list", *args)
@@ -250,3 +255,15 @@ def test_hand_written_kernels_build_for_sm80_and_sm86():
                             "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_86,code=sm_86", "-c",
                             os.path.join(ROOT, src), "-o", os.devnull], capture_output=True, text=True)
         assert r.returncode == 0, f"{src}:\n{r.stderr[-3000:]}"
+
+
+def test_build_mha_takes_one_api(tmp_path):
+    """A second API argument was ignored (only the first was built); now it is a usage error before any build."""
+    r = subprocess.run(["bash", os.path.join(ROOT, "build_mha.sh"), "fwd", "bwd"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "one API; got: fwd bwd" in r.stderr, r.stderr
+    assert not any(tmp_path.iterdir())
+    # an --api in MHA_COMPILE_ARGS beside build_mha.sh's own is refused by compile.py (argparse kept the last one)
+    r = subprocess.run(["bash", os.path.join(ROOT, "build_mha.sh"), "fwd"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, MHA_COMPILE_ARGS="--api bwd --list"))
+    assert r.returncode == 2 and "--api given more than once" in r.stderr, r.stderr
