@@ -16,16 +16,19 @@ from _mha_paths import REPO_ROOT, load_binding  # noqa: E402
 
 PY_DIR = REPO_ROOT / "csrc" / "python"
 
-# aiter/ops/mha.py (ROCm/aiter e11da613): the positional-or-keyword parameters, in order. The brief's HEAD signature
-# adds sink_ptr and d_sink after gen for mha_bwd.
+# AITER HEAD's pybind (csrc/include/rocm_ops.hpp, MHA_BWD_PYBIND / MHA_VARLEN_BWD_PYBIND): the positional-or-keyword
+# parameters, in order. mha_bwd ends with sink, d_sink after gen; mha_varlen_bwd with cu_seqlens_q_padded,
+# cu_seqlens_k_padded, sink, d_sink.
 AITER_MHA_BWD = ["dout", "q", "k", "v", "out", "softmax_lse", "dropout_p", "softmax_scale", "is_causal",
                  "window_size_left", "window_size_right", "deterministic", "dq", "dk", "dv", "dbias", "bias",
-                 "alibi_slopes", "rng_state", "gen", "sink_ptr", "d_sink"]
+                 "alibi_slopes", "rng_state", "gen", "sink", "d_sink"]
 AITER_MHA_VARLEN_BWD = ["dout", "q", "k", "v", "out", "softmax_lse", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q",
                         "max_seqlen_k", "dropout_p", "softmax_scale", "zero_tensors", "is_causal", "window_size_left",
-                        "window_size_right", "deterministic", "dq", "dk", "dv", "alibi_slopes", "rng_state", "gen"]
-KW_ONLY_BWD = ["mask", "seed", "offset", "stream", "use_asm_v3"]
-KW_ONLY_VARLEN_BWD = ["bias", "dbias", "sink_ptr", "d_sink", "seqused_q", "seqused_k"] + KW_ONLY_BWD
+                        "window_size_right", "deterministic", "dq", "dk", "dv", "alibi_slopes", "rng_state", "gen",
+                        "cu_seqlens_q_padded", "cu_seqlens_k_padded", "sink", "d_sink"]
+KW_ONLY_BWD = ["sink_ptr", "mask", "seed", "offset", "stream", "use_asm_v3"]
+KW_ONLY_VARLEN_BWD = ["bias", "dbias", "sink_ptr", "seqused_q", "seqused_k", "mask", "seed", "offset", "stream",
+                      "use_asm_v3"]
 
 
 # ------------------------------------------------------------------------------------------------ the module
@@ -110,8 +113,10 @@ def test_valid_arguments_reach_the_device_check():
     reaches_device_check(dropout_p=0.3, seed=2**64 - 1, offset=np.uint64(5))
     reaches_device_check(dropout_p=0.3, rng_state=np.array([1, 2], np.int64))
     reaches_device_check(dropout_p=0.3, rng_state=np.array([1, 2], np.uint64))
-    reaches_device_check(sink_ptr=np.zeros(h, f32), d_sink=np.zeros(h, f32))
+    reaches_device_check(sink=np.zeros(h, f32), d_sink=np.zeros(h, f32))
+    reaches_device_check(sink_ptr=np.zeros(h, f32), d_sink=np.zeros(h, f32))  # the earlier keyword
     reaches_device_check(sink_ptr=np.zeros(h, f32))
+    reaches_device_check(stream=np.int64(0))  # NumPy integers, as the other integer arguments
     reaches_device_check(arrays=bwd_arrays(d=192, dv=128), use_asm_v3=True, stream=0)
     reaches_device_check(arrays=bwd_arrays(h=4, hk=1))  # MQA
     # AITER's positional form, every optional argument given positionally
@@ -179,7 +184,12 @@ def test_bad_gradient_outputs(kw, msg):
     (dict(bias=np.zeros((2, 4, 16, 24), np.float16), alibi_slopes=np.ones(4, np.float32)),
      r"bias and alibi_slopes are mutually exclusive"),
     (dict(dbias=np.zeros((2, 4, 16, 24), np.float16)), r"dbias needs bias"),
-    (dict(d_sink=np.zeros(4, np.float32)), r"d_sink needs sink_ptr"),
+    (dict(d_sink=np.zeros(4, np.float32)), r"d_sink needs sink"),
+    (dict(sink=np.zeros(4, np.float32), sink_ptr=np.zeros(4, np.float32)), r"as sink \(AITER's name\) or sink_ptr"),
+    (dict(softmax_scale=0.0), r"softmax_scale must be finite and > 0, got 0"),
+    (dict(softmax_scale=-0.125), r"softmax_scale must be finite and > 0"),
+    (dict(mask=0, window_size_left=8, window_size_right=0), r"mask_type 0 \(none\) takes no window"),
+    (dict(stream=True), r"stream must be"),
 ])
 def test_bad_scalars_and_combinations(kw, msg):
     with pytest.raises(ValueError, match=msg):
@@ -200,9 +210,9 @@ def test_bad_scalars_and_combinations(kw, msg):
      r"dbias: strides .* make elements overlap"),
     (dict(alibi_slopes=np.ones(3, np.float32)), r"alibi_slopes nhead \(last dim\) is 3 but q's nhead is 4"),
     (dict(alibi_slopes=np.ones((3, 4), np.float32)), r"alibi_slopes dim 0 \(batch\) is 3; expected 2 or 1"),
-    (dict(sink_ptr=np.zeros(4, np.float16)), r"sink_ptr has dtype float16 but expected float32"),
-    (dict(sink_ptr=np.zeros(5, np.float32)), r"sink_ptr length is 5 but q's nhead is 4"),
-    (dict(sink_ptr=np.zeros(4, np.float32), d_sink=np.zeros((1, 4), np.float32)), r"d_sink must be 1-D"),
+    (dict(sink=np.zeros(4, np.float16)), r"sink has dtype float16 but expected float32"),
+    (dict(sink_ptr=np.zeros(5, np.float32)), r"sink length is 5 but q's nhead is 4"),
+    (dict(sink=np.zeros(4, np.float32), d_sink=np.zeros((1, 4), np.float32)), r"d_sink must be 1-D"),
 ])
 def test_bad_feature_arrays(kw, msg):
     with pytest.raises(ValueError, match=msg):
@@ -294,6 +304,8 @@ def test_varlen_valid_arguments_reach_the_device_check():
     (dict(dk=np.zeros((50, 4, 64), np.float16)), r"dk has shape \[50, 4, 64\]; expected k's shape \[50, 2, 64\]"),
     (dict(gen=1), r"gen must be None"),
     (dict(is_causal=True, mask=1), r"pass either is_causal=True or mask"),
+    (dict(cu_seqlens_q_padded=np.array([0, 16, 32, 40], np.int32)), r"cu_seqlens_q_padded must be None: padded"),
+    (dict(cu_seqlens_k_padded=np.array([0, 20, 40, 50], np.int32)), r"cu_seqlens_k_padded must be None"),
 ])
 def test_varlen_invalid(kw, msg):
     with pytest.raises(ValueError, match=msg):
@@ -302,12 +314,18 @@ def test_varlen_invalid(kw, msg):
 
 @needs_module
 def test_varlen_keyword_only_extensions():
-    """bias / dbias / seqused_* come after AITER's positional parameters and cannot be passed positionally."""
+    """AITER HEAD's positional tail (gen, cu_seqlens_q_padded, cu_seqlens_k_padded, sink, d_sink) is accepted
+    positionally; bias / dbias / seqused_* come after it and cannot be passed positionally."""
     t = varlen_arrays()
     pos = [t["dout"], t["q"], t["k"], t["v"], t["out"], t["softmax_lse"], t["cu_seqlens_q"], t["cu_seqlens_k"], 16, 20,
            0.0, None, False, False, -1, -1, False, None, None, None, None, None, None]
     with pytest.raises(ValueError, match=r"q is on cpu"):
         aiter_mha.mha_varlen_bwd(*pos)
+    sink = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=r"q is on cpu"):
+        aiter_mha.mha_varlen_bwd(*pos, None, None, sink, np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"cu_seqlens_q_padded must be None"):
+        aiter_mha.mha_varlen_bwd(*pos, t["cu_seqlens_q"])
     with pytest.raises(TypeError):
-        aiter_mha.mha_varlen_bwd(*pos, np.zeros((4, 40, 20), np.float16))
+        aiter_mha.mha_varlen_bwd(*pos, None, None, sink, None, np.zeros((4, 40, 20), np.float16))
 

@@ -126,6 +126,8 @@ def test_stride_beyond_int32():
     (2.0, -1, -1, r"mask must be a str or an int"),
     (1, -2, 0, r"window_left = -2 is out of range"),
     (1, 0, "x", r"window_right must be an int"),
+    (0, 8, 0, r"mask_type 0 \(none\) takes no window \(got window_left=8, window_right=0\)"),
+    (0, -1, 0, r"mask_type 0 \(none\) takes no window"),
 ])
 def test_bad_mask(mask, left, right, msg):
     q, k, v = qkv()
@@ -133,10 +135,18 @@ def test_bad_mask(mask, left, right, msg):
         aiter_mha.mha_fwd(q, k, v, mask=mask, window_left=left, window_right=right)
 
 
-@pytest.mark.parametrize("stream", [-5, "0", 1.5])
+@pytest.mark.parametrize("stream", [-5, "0", 1.5, True, np.int64(-1)])
 def test_bad_stream(stream):
     q, k, v = qkv()
     with pytest.raises(ValueError, match=r"stream must be"):
+        aiter_mha.mha_fwd(q, k, v, stream=stream)
+
+
+@pytest.mark.parametrize("stream", [0, np.int64(0), np.uint64(0)])
+def test_stream_takes_any_integer(stream):
+    """NumPy integers pass as the other integer arguments do (the call then stops at the device check)."""
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"q is on cpu"):
         aiter_mha.mha_fwd(q, k, v, stream=stream)
 
 

@@ -211,27 +211,47 @@ BwdParams make_params(const aiter::mha_bwd_args& a)
     return p;
 }
 
+// What mha_bwd checks before any CUDA call: the argument contract, then the instance this build has for the call
+// (in `in`). The reason, or "" when both pass.
+std::string host_checks(const aiter::mha_bwd_args& args, const BwdInstance*& in)
+{
+    in = nullptr;
+    if (args.is_group_mode && !args.pinned_host_alloc) // AITER's first check, with its message
+        return "mha_bwd: group mode requires pinned_host_alloc callback";
+    if (std::string why = invalid_argument(args); !why.empty())
+        return "mha_bwd: invalid argument: " + why;
+    std::string missing;
+    const int needs = (args.bias_type == 1 ? kBwdBias : 0) | (args.bias_type == 2 ? kBwdAlibi : 0) |
+                      (has_dropout(args) ? kBwdDropout : 0);
+    in = find_instance(dtype_of(args.data_type), args.hdim_q, args.hdim_v, needs, missing);
+    if (in == nullptr)
+        return "mha_bwd: no ck backward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
+               " hdim_v=" + str(args.hdim_v) + ": " + missing;
+    return "";
+}
+
 } // namespace
 } // namespace mha
 
 namespace aiter {
 
+int mha_bwd_check(const mha_bwd_args& args)
+{
+    using namespace mha;
+    mha_set_last_error("");
+    const BwdInstance* in = nullptr;
+    if (std::string why = host_checks(args, in); !why.empty())
+        return static_cast<int>(fail(why));
+    return 0;
+}
+
 float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
 {
     using namespace mha;
     mha_set_last_error("");
-    if (args.is_group_mode && !args.pinned_host_alloc) // AITER's first check, with its message
-        return fail("mha_bwd: group mode requires pinned_host_alloc callback");
-    if (std::string why = invalid_argument(args); !why.empty())
-        return fail("mha_bwd: invalid argument: " + why);
-
-    std::string missing;
-    const int needs = (args.bias_type == 1 ? kBwdBias : 0) | (args.bias_type == 2 ? kBwdAlibi : 0) |
-                      (has_dropout(args) ? kBwdDropout : 0);
-    const BwdInstance* in = find_instance(dtype_of(args.data_type), args.hdim_q, args.hdim_v, needs, missing);
-    if (in == nullptr)
-        return fail("mha_bwd: no ck backward kernel for dtype=" + args.data_type + " hdim_q=" + str(args.hdim_q) +
-                    " hdim_v=" + str(args.hdim_v) + ": " + missing);
+    const BwdInstance* in = nullptr;
+    if (std::string why = host_checks(args, in); !why.empty())
+        return fail(why);
     int cc = 0;
     if (std::string why = current_cc(cc); !why.empty())
         return fail("mha_bwd: " + why);

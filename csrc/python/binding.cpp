@@ -856,11 +856,12 @@ PYBIND11_MODULE(aiter_mha, m)
         "mha_bwd",
         [](O dout, O q, O k, O v, O out, O softmax_lse, O dropout_p, O softmax_scale, bool is_causal,
            O window_size_left, O window_size_right, bool deterministic, O dq, O dk, O dv, O dbias, O bias,
-           O alibi_slopes, O rng_state, O gen, O sink_ptr, O d_sink, O mask, O seed, O offset, O stream,
+           O alibi_slopes, O rng_state, O gen, O sink, O d_sink, O sink_ptr, O mask, O seed, O offset, O stream,
            bool use_asm_v3) {
             const BwdArgs a{dout, q, k, v, out, softmax_lse, dropout_p, softmax_scale, window_size_left,
-                            window_size_right, dq, dk, dv, dbias, bias, alibi_slopes, rng_state, gen, sink_ptr,
-                            d_sink, mask, seed, offset, stream, is_causal, deterministic, false, use_asm_v3};
+                            window_size_right, dq, dk, dv, dbias, bias, alibi_slopes, rng_state, gen,
+                            sink_arg(sink, sink_ptr), d_sink, mask, seed, offset, stream, is_causal, deterministic,
+                            false, use_asm_v3};
             return run_bwd(a, nullptr);
         },
         kMhaBwdDoc, py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
@@ -868,20 +869,26 @@ PYBIND11_MODULE(aiter_mha, m)
         py::arg("window_size_left"), py::arg("window_size_right"), py::arg("deterministic"),
         py::arg("dq") = py::none(), py::arg("dk") = py::none(), py::arg("dv") = py::none(),
         py::arg("dbias") = py::none(), py::arg("bias") = py::none(), py::arg("alibi_slopes") = py::none(),
-        py::arg("rng_state") = py::none(), py::arg("gen") = py::none(), py::arg("sink_ptr") = py::none(),
-        py::arg("d_sink") = py::none(), py::kw_only(), py::arg("mask") = py::none(), py::arg("seed") = 0,
-        py::arg("offset") = 0, py::arg("stream") = 0, py::arg("use_asm_v3") = false);
+        py::arg("rng_state") = py::none(), py::arg("gen") = py::none(), py::arg("sink") = py::none(),
+        py::arg("d_sink") = py::none(), py::kw_only(), py::arg("sink_ptr") = py::none(), py::arg("mask") = py::none(),
+        py::arg("seed") = 0, py::arg("offset") = 0, py::arg("stream") = 0, py::arg("use_asm_v3") = false);
 
     m.def(
         "mha_varlen_bwd",
         [](O dout, O q, O k, O v, O out, O softmax_lse, O cu_seqlens_q, O cu_seqlens_k, O max_seqlen_q,
            O max_seqlen_k, O dropout_p, O softmax_scale, bool zero_tensors, bool is_causal, O window_size_left,
-           O window_size_right, bool deterministic, O dq, O dk, O dv, O alibi_slopes, O rng_state, O gen, O bias,
-           O dbias, O sink_ptr, O d_sink, O seqused_q, O seqused_k, O mask, O seed, O offset, O stream,
-           bool use_asm_v3) {
+           O window_size_right, bool deterministic, O dq, O dk, O dv, O alibi_slopes, O rng_state, O gen,
+           O cu_seqlens_q_padded, O cu_seqlens_k_padded, O sink, O d_sink, O bias, O dbias, O sink_ptr, O seqused_q,
+           O seqused_k, O mask, O seed, O offset, O stream, bool use_asm_v3) {
+            for (const auto& [x, name] : {std::pair{&cu_seqlens_q_padded, "cu_seqlens_q_padded"},
+                                          std::pair{&cu_seqlens_k_padded, "cu_seqlens_k_padded"}})
+                require_none_arg(*x, name,
+                                 "padded starts are given here as cu_seqlens_q / cu_seqlens_k themselves, with the "
+                                 "sequences' lengths as seqused_q= / seqused_k=");
             const BwdArgs a{dout, q, k, v, out, softmax_lse, dropout_p, softmax_scale, window_size_left,
-                            window_size_right, dq, dk, dv, dbias, bias, alibi_slopes, rng_state, gen, sink_ptr,
-                            d_sink, mask, seed, offset, stream, is_causal, deterministic, zero_tensors, use_asm_v3};
+                            window_size_right, dq, dk, dv, dbias, bias, alibi_slopes, rng_state, gen,
+                            sink_arg(sink, sink_ptr), d_sink, mask, seed, offset, stream, is_causal, deterministic,
+                            zero_tensors, use_asm_v3};
             const BwdVarlen vl{cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k};
             return run_bwd(a, &vl);
         },
@@ -891,8 +898,9 @@ PYBIND11_MODULE(aiter_mha, m)
         py::arg("is_causal"), py::arg("window_size_left"), py::arg("window_size_right"), py::arg("deterministic"),
         py::arg("dq") = py::none(), py::arg("dk") = py::none(), py::arg("dv") = py::none(),
         py::arg("alibi_slopes") = py::none(), py::arg("rng_state") = py::none(), py::arg("gen") = py::none(),
-        py::kw_only(), py::arg("bias") = py::none(), py::arg("dbias") = py::none(),
-        py::arg("sink_ptr") = py::none(), py::arg("d_sink") = py::none(), py::arg("seqused_q") = py::none(),
+        py::arg("cu_seqlens_q_padded") = py::none(), py::arg("cu_seqlens_k_padded") = py::none(),
+        py::arg("sink") = py::none(), py::arg("d_sink") = py::none(), py::kw_only(), py::arg("bias") = py::none(),
+        py::arg("dbias") = py::none(), py::arg("sink_ptr") = py::none(), py::arg("seqused_q") = py::none(),
         py::arg("seqused_k") = py::none(), py::arg("mask") = py::none(), py::arg("seed") = 0, py::arg("offset") = 0,
         py::arg("stream") = 0, py::arg("use_asm_v3") = false);
 

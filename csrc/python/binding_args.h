@@ -127,6 +127,9 @@ inline MaskSpec parse_mask(const py::object& mask, int left, int right)
         if (t < 0 || t > 3)
             invalid("mask_type " + std::to_string(t) +
                     " is not 0 (none), 1 (top-left), 2 (bottom-right) or 3 (generic window)");
+        if (t == 0 && (left != -1 || right != -1)) // the library ignores windows without a mask
+            invalid("mask_type 0 (none) takes no window (got window_left=" + std::to_string(left) +
+                    ", window_right=" + std::to_string(right) + "); pass mask_type 1, 2 or 3 for a windowed mask");
         return {static_cast<int>(t), left, right};
     }
     invalid("mask must be a str or an int mask_type, got " + type_name(mask));
@@ -135,14 +138,28 @@ inline MaskSpec parse_mask(const py::object& mask, int left, int right)
 // An int handle, or a stream object carrying one (torch's .cuda_stream, CuPy's .ptr).
 inline uintptr_t parse_stream(const py::object& stream)
 {
-    py::object h = stream;
-    if (!PyLong_Check(h.ptr()))
+    // an int, or any integer type (NumPy's included) through __index__, as the other integer arguments
+    auto as_index = [](const py::object& x) -> py::object {
+        if (PyBool_Check(x.ptr()) || !PyIndex_Check(x.ptr()))
+            return py::none();
+        if (PyLong_Check(x.ptr()))
+            return x;
+        PyObject* i = PyNumber_Index(x.ptr());
+        if (i == nullptr)
+        {
+            PyErr_Clear();
+            return py::none();
+        }
+        return py::reinterpret_steal<py::object>(i);
+    };
+    py::object h = as_index(stream);
+    if (h.is_none())
     {
         if (py::hasattr(stream, "cuda_stream"))
-            h = stream.attr("cuda_stream");
+            h = as_index(stream.attr("cuda_stream"));
         else if (py::hasattr(stream, "ptr"))
-            h = stream.attr("ptr");
-        if (!PyLong_Check(h.ptr()))
+            h = as_index(stream.attr("ptr"));
+        if (h.is_none())
             invalid("stream must be an int cudaStream_t handle (0: default stream) or an object with .cuda_stream "
                     "or .ptr");
     }

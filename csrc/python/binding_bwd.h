@@ -66,6 +66,14 @@ inline void require_none_arg(const py::object& x, const char* name, const char* 
         invalid(std::string(name) + " must be None: " + why);
 }
 
+// The sink logits: `sink` (AITER's name for mha_bwd / mha_varlen_bwd) or `sink_ptr` (this binding's earlier name).
+inline py::object sink_arg(const py::object& sink, const py::object& sink_ptr)
+{
+    if (!sink.is_none() && !sink_ptr.is_none())
+        invalid("pass the sink logits as sink (AITER's name) or sink_ptr, not both");
+    return sink.is_none() ? sink_ptr : sink;
+}
+
 // An output the caller may pass: same shape as `like` (given as its shape) and q's dtype, unit-stride last dim, no
 // self-overlap.
 inline TensorPtr import_grad(const py::object& obj, const char* name, uintptr_t stream, const char* layout,
@@ -173,7 +181,7 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     if (!o.dbias.is_none() && o.bias.is_none())
         invalid("dbias needs bias: it receives the gradient of the elementwise bias");
     if (!o.d_sink.is_none() && o.sink_ptr.is_none())
-        invalid("d_sink needs sink_ptr: it receives the gradient of the sink logits");
+        invalid("d_sink needs sink: it receives the gradient of the sink logits");
     if (!o.rng_state.is_none() && (seed != 0 || offset != 0))
         invalid("pass either seed/offset or rng_state (a device array), not both");
     int64_t max_q_arg = 0, max_k_arg = 0;
@@ -220,6 +228,8 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     double scale = 1.0 / std::sqrt(static_cast<double>(d > 0 ? d : 1));
     if (!o.softmax_scale.is_none())
         scale = real_arg(o.softmax_scale, "softmax_scale");
+    if (!(scale > 0) || !std::isfinite(scale)) // checked here too: an empty problem never reaches the library
+        invalid("softmax_scale must be finite and > 0, got " + std::to_string(scale));
 
     const std::vector<int64_t> o_shape = group ? std::vector<int64_t>{s_q, h_q, d_v}
                                                : std::vector<int64_t>{b, s_q, h_q, d_v};
@@ -282,7 +292,7 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     TensorPtr rng_state = import_opt(o.rng_state, "rng_state", strm);
     if (rng_state)
         check_seed_offset(*rng_state);
-    TensorPtr sink = import_opt(o.sink_ptr, "sink_ptr", strm), d_sink = import_opt(o.d_sink, "d_sink", strm);
+    TensorPtr sink = import_opt(o.sink_ptr, "sink", strm), d_sink = import_opt(o.d_sink, "d_sink", strm);
     for (ImportedTensor* x : {sink.get(), d_sink.get()})
         if (x)
         {
@@ -566,6 +576,14 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
 
     a.workspace_alloc   = [&arena](size_t bytes, bool zero_init) { return arena.alloc(bytes, zero_init); };
     a.pinned_host_alloc = [&arena](size_t bytes) { return arena.alloc_pinned(bytes); };
+    // The library's own checks before the zero fills of the caller's buffers: a call it refuses leaves them as given.
+    if (aiter::mha_bwd_check(a) != 0)
+    {
+        const char* why = aiter::mha_get_last_error();
+        invalid(why != nullptr && why[0] != '\0' ? std::string(why)
+                                                 : std::string(group ? "mha_varlen_bwd" : "mha_bwd") +
+                                                       ": aiter::mha_bwd_check refused the call without a reason");
+    }
 
     float ret             = 0.f;
     cudaError_t cuda_err  = cudaSuccess;
@@ -628,7 +646,8 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     "         as contiguous DeviceBuffer objects. With nhead_q > nhead_k (MQA / GQA) dk / dv hold the sums over the\n" \
     "         query heads of each KV head (the library's per-query-head gradients, reduced on the device).\n"        \
     "alibi_slopes: float32 [h_q] or [b | 1, h_q], as in the forward.\n"                                              \
-    "sink_ptr: the forward's float32 [h_q] sink logits; d_sink: optional float32 [h_q] output for their gradient.\n" \
+    "sink:    the forward's float32 [h_q] sink logits (sink_ptr=, keyword-only, is the same argument's earlier\n" \
+    "         name); d_sink: optional float32 [h_q] output for their gradient.\n"                                    \
     "stream:  cudaStream_t as an int (0: default stream), or an object with .cuda_stream / .ptr. Not the\n"          \
     "         caller's current stream (AITER's torch ops use that): under torch.cuda.stream(s) pass stream=s.\n"     \
     "         Every kernel runs on it, preallocated outputs are written on it, and inputs must outlive its work\n"   \
@@ -638,8 +657,9 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     "(1 - dropout_p) (CK's p_undrop) with\n"                                                                          \
     "softmax_lse's shape and strides (the library shares them). dbias and d_sink, when given, are written in place\n" \
     "(AITER fills dbias the same way). Raises ValueError for invalid arguments, before any device work (group mode:\n" \
-    "after reading the sequence arrays back), and RuntimeError when the library rejects the call, with\n"            \
-    "aiter::mha_get_last_error()'s reason."
+    "after reading the sequence arrays back; the library's own checks, aiter::mha_bwd_check, also run before the\n" \
+    "zero fills), and RuntimeError when the library fails on the device, with aiter::mha_get_last_error()'s\n"      \
+    "reason."
 
 constexpr const char* kMhaBwdDoc =
     "Attention backward, batch mode, with AITER's signature (aiter/ops/mha.py; keyword-only extensions after *).\n"
@@ -651,8 +671,9 @@ constexpr const char* kMhaBwdDoc =
     MHA_BWD_COMMON_DOC;
 
 constexpr const char* kVarlenBwdDoc =
-    "Attention backward, group (varlen) mode, with AITER's signature (aiter/ops/mha.py); bias, dbias, sink_ptr,\n"
-    "d_sink, seqused_* and the rest after * are keyword-only extensions. q, dq: [total_q, h_q, d]; k, dk:\n"
+    "Attention backward, group (varlen) mode, with AITER's signature (aiter/ops/mha.py; cu_seqlens_q_padded /\n"
+    "cu_seqlens_k_padded must be None: give the padded starts as cu_seqlens_* and the lengths as seqused_*); bias,\n"
+    "dbias, sink_ptr, seqused_* and the rest after * are keyword-only extensions. q, dq: [total_q, h_q, d]; k, dk:\n"
     "[total_k, h_k, d]; v, dv: [total_k, h_k, d_v]; out, dout: [total_q, h_q, d_v]; softmax_lse: the forward's\n"
     "float32 [h_q, total_q]. cu_seqlens_q / cu_seqlens_k: int32 [b + 1] physical start rows; seqused_q / seqused_k:\n"
     "optional int32 [b] logical lengths, as in mha_varlen_fwd. max_seqlen_q / max_seqlen_k must be >= every logical\n"

@@ -83,6 +83,9 @@ static void bwd(const char* name, const std::function<void(aiter::mha_bwd_args&)
     b.workspace_alloc = [](size_t, bool) -> void* { return buf; };
     b.pinned_host_alloc = [](size_t) { return std::shared_ptr<void>(); };
     edit(b);
+    // mha_bwd_check first: the same host checks, nothing launched (a row "<name>.check <ret> <reason>")
+    const int c = aiter::mha_bwd_check(b);
+    std::printf("%s.check %d %s\n", name, c, aiter::mha_get_last_error());
     const float r = aiter::mha_bwd(b, ck_tile::stream_config{});
     std::printf("%s %g %s\n", name, r, aiter::mha_get_last_error());
 }
@@ -146,6 +149,7 @@ int main(int argc, char** argv)
     if (no_gpu) // well-formed: it reaches the device query (host buffers, so never with a GPU)
     {
         bwd("bwd_valid", [](auto&) {});
+        bwd("bwd_no_instance", [](auto& b) { b.data_type = "fp16"; }); // fp16 d128: not in the ci build
         bwd("bwd_group_no_keys", [](auto& b) { // every sequence without keys: dK / dV of no rows, any head stride
             b.is_group_mode = true, b.seqstart_q_ptr = b.seqstart_k_ptr = b.q_ptr, b.max_seqlen_q = 128;
             b.max_seqlen_k = 0, b.nhead_stride_dk = b.nhead_stride_dv = 0;
@@ -176,6 +180,8 @@ int main(int argc, char** argv)
     });
     bwd("bwd_d_is_lse", [](auto& b) { b.d_ptr = const_cast<void*>(b.lse_ptr); });
     bwd("bwd_cu_seqlen_misaligned", [](auto& b) { b.cu_seqlen_q_ptr = static_cast<const char*>(b.q_ptr) + 2; });
+    bwd("bwd_scale_zero", [](auto& b) { b.scale = 0.f; });
+    bwd("bwd_hdim_odd", [](auto& b) { b.hdim_q = b.hdim_v = 12; });
     bwd("bwd_max_k", [](auto& b) {
         b.is_group_mode = true, b.seqstart_q_ptr = b.seqstart_k_ptr = b.q_ptr, b.max_seqlen_k = 2147483647;
     });
