@@ -422,11 +422,22 @@ def test_gradient_outputs_not_16_byte_aligned():
     assert torch.isnan(dk_buf[..., d:]).all() and torch.isnan(dv_buf[..., d:]).all()
 
 
-def test_library_rejection_is_a_runtime_error():
+def test_library_rejection_leaves_the_callers_buffers():
+    """A call the library refuses raises ValueError (aiter::mha_bwd_check's reason) before the binding zero-fills
+    dbias or the given gradients: they keep the caller's values. d = 12 passes the binding's layout checks (any head
+    dim) and is refused by the library (a multiple of 8); a negative scale is refused by the binding itself."""
+    q, k, v, do = make_qkv(1, 16, 16, 2, 2, 12, 12, torch.float16, 5)
+    out = do.clone()
+    lse = torch.zeros(1, 2, 16, dtype=torch.float32, device=DEV)
+    bias = torch.zeros(1, 2, 16, 16, dtype=torch.float16, device=DEV)
+    dbias, dq = torch.full_like(bias, 7.0), torch.full_like(q, 7.0)
+    with pytest.raises(ValueError, match=r"mha_bwd: invalid argument"):
+        aiter_mha.mha_bwd(do, q, k, v, out, lse, 0.0, 0.125, False, -1, -1, False, dq=dq, dbias=dbias, bias=bias)
+    torch.cuda.synchronize()
+    assert (dbias == 7).all() and (dq == 7).all()
     q, k, v, do = make_qkv(1, 16, 16, 2, 2, 64, 64, torch.float16, 5)
     out, lse, _ = forward(q, k, v, Feat(scale=0.125))
-    with pytest.raises(RuntimeError, match=r"mha_bwd"):
-        # scale <= 0 passes the binding (any finite real) and is refused by the library
+    with pytest.raises(ValueError, match=r"softmax_scale must be finite and > 0"):
         aiter_mha.mha_bwd(do, q, k, v, out, lse, 0.0, -1.0, False, -1, -1, False)
     with pytest.raises(ValueError, match=r"bias is on cpu"):
         aiter_mha.mha_bwd(do, q, k, v, out, lse, 0.0, 0.125, False, -1, -1, False,
