@@ -43,15 +43,15 @@ def csv(value: str, option: str = "") -> list[str]:
 
 
 class Once(argparse.Action):
-    """An option that may be given once: a second value (e.g. --api from MHA_COMPILE_ARGS after build_mha.sh's own
-    --api) is an error instead of argparse's silent last-one-wins."""
+    """An option that may be given once: a second value (e.g. an --api in AITER_MHA_COMPILE_ARGS beside the CMake
+    module's own) is an error instead of argparse's silent last-one-wins."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         seen = getattr(namespace, "_given", set())
         if self.dest in seen:
-            parser.error(f"{option_string} given more than once (build_mha.sh and cmake/aiter_mha.cmake pass their "
-                         "API selection as --api: leave it out of MHA_COMPILE_ARGS / AITER_MHA_COMPILE_ARGS)"
-                         if self.dest == "api" else f"{option_string} given more than once")
+            parser.error(f"{option_string} given more than once (cmake/aiter_mha.cmake passes AITER_MHA_APIS as "
+                         "--api: leave it out of AITER_MHA_COMPILE_ARGS)" if self.dest == "api" else
+                         f"{option_string} given more than once")
         seen.add(self.dest)
         namespace._given = seen
         setattr(namespace, self.dest, values)

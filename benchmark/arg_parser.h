@@ -6,7 +6,6 @@
 
 #include "ck_tile_compat.h"
 
-#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -146,11 +145,11 @@ public:
     {
         const std::string v = get_str(key);
         char* end           = nullptr;
-        errno               = 0;
         const float value   = v.empty() ? 0.f : std::strtof(v.c_str(), &end);
-        if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || !std::isfinite(value))
+        // ERANGE on underflow ("1e-50") leaves a zero or denormal, which is taken; an overflow is inf
+        if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(value))
         {
-            note(key, v, "a finite number");
+            note(key, v, "a finite number in float range");
             return 0.f;
         }
         return value;
@@ -169,7 +168,7 @@ public:
             int64_t value = 0;
             if (!parse_int64(item, value) || value < INT32_MIN || value > INT32_MAX)
             {
-                note(key, get_str(key), "a comma-separated list of integers");
+                note(key, get_str(key), "a comma-separated list of integers in int32 range");
                 return {};
             }
             out.push_back(static_cast<int32_t>(value));

@@ -76,9 +76,12 @@ inline int resolve_seqlens(const ArgParser& p, ProblemConfig& c, std::mt19937& r
         const size_t listed = std::min<size_t>(s_list.size(), size_t(std::max(c.batch, 1)));
         if (s_list.size() > size_t(std::max(c.batch, 1)))
             return fail(kExitBadArgs, "-s lists ", s_list.size(), " lengths for ", c.batch, " batches");
-        if (sk_list.size() > listed || kpad_list.size() > listed)
-            return fail(kExitBadArgs, "-s_k and -s_kpad may list at most as many lengths as -s (", listed,
-                        "), got ", sk_list.size(), " and ", kpad_list.size());
+        if (sk_list.size() > listed)
+            return fail(kExitBadArgs, "-s_k may list at most as many lengths as -s (", listed, "), got ",
+                        sk_list.size());
+        if (kpad_list.size() > listed)
+            return fail(kExitBadArgs, "-s_kpad may list at most as many lengths as -s (", listed, "), got ",
+                        kpad_list.size());
     }
     if (!c.group())
     {
@@ -167,6 +170,30 @@ inline int decode_problem_grammar(const ArgParser& p, ProblemConfig& c)
     return kExitPass;
 }
 
+// The elements of Q, K, V and O (and a bias) in double precision, from the lengths alone: bounds a problem before
+// any int64 layout arithmetic (make_problem_layout) runs on it. K rows count the -s_kpad padding in group mode.
+struct ProblemSize
+{
+    double q, k, v, o, bias;
+};
+
+inline ProblemSize problem_size(const ProblemConfig& c)
+{
+    double rows_q = 0, rows_k = 0, max_k = 0;
+    for (size_t b = 0; b < c.seqlen_qs.size(); ++b)
+    {
+        const double k = c.seqlen_kpads.empty() ? c.seqlen_ks[b] : c.seqlen_kpads[b];
+        rows_q += c.seqlen_qs[b], rows_k += k, max_k = std::max(max_k, k);
+    }
+    ProblemSize z;
+    z.q    = rows_q * c.nhead * c.hdim_q;
+    z.k    = rows_k * c.nhead_k * c.hdim_q;
+    z.v    = rows_k * c.nhead_k * c.hdim_v;
+    z.o    = rows_q * c.nhead * c.hdim_v;
+    z.bias = c.bias.type == bias_enum::elementwise_bias ? rows_q * c.nhead * max_k : 0;
+    return z;
+}
+
 // The shared consistency checks (kExitFailed, as AITER's run() returning false), then -seed and the lengths.
 inline int check_problem(const ArgParser& p, ProblemConfig& c)
 {
@@ -184,7 +211,13 @@ inline int check_problem(const ArgParser& p, ProblemConfig& c)
     if (c.seed == 0)
         c.seed = std::random_device{}();
     std::mt19937 rng(c.seed); // the sequence lengths come first from -seed, as in CK
-    return resolve_seqlens(p, c, rng);
+    if (const int rc = resolve_seqlens(p, c, rng); rc != kExitPass)
+        return rc;
+    // the layouts' element counts and offsets are int64: a problem past 2^62 elements in one tensor is refused here
+    const ProblemSize z = problem_size(c);
+    if (std::max({z.q, z.k, z.v, z.o, z.bias}) > 4.6e18)
+        return fail(kExitFailed, "a tensor of this problem would hold more than 2^62 elements");
+    return kExitPass;
 }
 
 inline std::string io_layout(bool iperm, bool operm)

@@ -723,10 +723,9 @@ int main(int argc, char* argv[])
     // references': refused before any device work when far past this machine's memory
     if (host_inputs(config))
     {
-        const BwdLayout l      = make_bwd_layout(config);
-        const int64_t elements = 2 * (l.fwd.q.elements + l.fwd.k.elements + l.fwd.v.elements) + 3 * l.fwd.o.elements +
-                                 (config.bias.type == bias_enum::elementwise_bias ? 2 * l.fwd.bias.elements : 0);
-        if (const int rc = check_host_memory("benchmark_mha_bwd", double(elements) * (2 + sizeof(float)));
+        const ProblemSize z = problem_size(config);
+        if (const int rc = check_host_memory("benchmark_mha_bwd",
+                                             (2 * (z.q + z.k + z.v) + 3 * z.o + 2 * z.bias) * (2 + sizeof(float)));
             rc != kExitPass)
             return rc;
     }

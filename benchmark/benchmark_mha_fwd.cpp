@@ -702,10 +702,9 @@ int main(int argc, char* argv[])
     // any device work when far past this machine's memory
     if (host_inputs(config))
     {
-        const ProblemLayout l = make_problem_layout(config);
-        const int64_t elements = l.q.elements + l.k.elements + l.v.elements + 2 * l.o.elements +
-                                 (config.bias.type == bias_enum::elementwise_bias ? l.bias.elements : 0);
-        if (const int rc = check_host_memory("benchmark_mha_fwd", double(elements) * (2 + sizeof(float)));
+        const ProblemSize z = problem_size(config);
+        if (const int rc = check_host_memory("benchmark_mha_fwd",
+                                             (z.q + z.k + z.v + 2 * z.o + z.bias) * (2 + sizeof(float)));
             rc != kExitPass)
             return rc;
     }

@@ -128,11 +128,12 @@ struct mha_bwd_args
 // when a mask hides part of it (the binding and benchmark_mha_bwd do, as AITER's callers do).
 __attribute__((visibility("default"))) float mha_bwd(mha_bwd_args, const ck_tile::stream_config&);
 
-// Not in AITER: the checks mha_bwd makes before touching the GPU (the argument contract and this build's instances),
-// without launching or allocating anything. 0 when they pass, else -1 with the reason in mha_get_last_error(). A
-// caller that prepares its buffers before the call (zeroing dBias or the gradients) can ask first, so a rejected call
-// leaves them untouched. mha_bwd may still fail later for what needs the device (its arch, shared memory, the
-// workspace).
+// Not in AITER: every refusal mha_bwd makes before it asks for its workspace (the argument contract, this build's
+// instances, the current device's arch and shared memory, the workspace's size), without launching, allocating or
+// calling the callbacks; it only queries the current device. 0 when the call would launch, else -1 with mha_bwd's
+// reason in mha_get_last_error(). A caller that prepares its buffers before the call (zeroing dBias or the gradients)
+// can ask first, so a refused call leaves them untouched; after a 0, mha_bwd can still fail only in workspace_alloc,
+// the launch or the device.
 __attribute__((visibility("default"))) int mha_bwd_check(const mha_bwd_args& args);
 
 } // namespace aiter

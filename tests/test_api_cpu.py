@@ -157,23 +157,18 @@ def test_invalid_calls_return_minus_one_with_reason(consumer):
         ret, reason = rows[name]
         assert ret == -1, f"{name}: returned {ret}"
         assert needle in reason, f"{name}: reason was {reason!r}"
-    # aiter::mha_bwd_check makes mha_bwd's host checks without launching: it refuses each invalid backward call with
-    # mha_bwd's reason, and passes the well-formed ones (whatever the GPU; it never touches one)
+    # aiter::mha_bwd_check makes every refusal of mha_bwd before its workspace without launching: each backward call
+    # here (invalid ones, and without a GPU the well-formed ones, which stop at the device query) gets mha_bwd's
+    # answer and reason from it
+    checked = 0
     for name, (ret, reason) in rows.items():
         if name.startswith("bwd_") and not name.endswith(".check") and name != "bwd_group":
-            c_ret, c_reason = rows[name + ".check"]
-            if name in EXPECTED:
-                assert c_ret == -1 and c_reason == reason, (name, c_ret, c_reason, reason)
-    for name in ("bwd_valid", "bwd_group_no_keys"):
-        if name + ".check" in rows:
-            assert rows[name + ".check"] == (0, ""), rows[name + ".check"]
-    if "bwd_no_instance" in rows:  # fp16 d128: refused by both in a build without it (the ci preset's)
-        c_ret, c_reason = rows["bwd_no_instance.check"]
+            assert rows[name + ".check"] == (int(ret), reason), (name, rows[name + ".check"], reason)
+            checked += 1
+    assert checked >= len([n for n in EXPECTED if n.startswith("bwd_") and n != "bwd_group"])
+    if "bwd_no_instance" in rows:  # fp16 d128: refused for the instance in a build without it (the ci preset's)
         ret, reason = rows["bwd_no_instance"]
-        if c_ret == 0:
-            assert ret == -1 and "no usable CUDA device" in reason, reason
-        else:
-            assert c_ret == ret == -1 and c_reason == reason and "no ck backward kernel" in reason, (c_reason, reason)
+        assert ret == -1 and ("no ck backward kernel" in reason or "no usable CUDA device" in reason), reason
     if not has_gpu:  # a well-formed call reaches the device query and says there is no GPU
         ret, reason = rows["valid"]
         assert ret == -1 and "no usable CUDA device" in reason
@@ -233,11 +228,12 @@ def test_benchmark_rejects_unknown_flag_and_precision(built):
     (["-lse=yes"], "-lse=yes: expected t, true, f, false or an integer"),
     (["-p_drop=nan"], "-p_drop=nan: expected a finite number"),
     (["-scale_s=0.1x"], "-scale_s=0.1x: expected a finite number"),
+    (["-scale_s=1e39"], "-scale_s=1e39: expected a finite number in float range"),
     (["-mode=1", "-s=,3"], "-s=,3: expected a comma-separated list of integers"),
     (["-mode=1", "-s=1,,2"], "-s=1,,2: expected"),
     (["-s=128,64"], "batch mode takes one -s and one -s_k length"),
     (["-mode=1", "-b=2", "-s=10,20,30"], "-s lists 3 lengths for 2 batches"),
-    (["-mode=1", "-b=2", "-s=10,20", "-s_k=5,6,7"], "-s_k and -s_kpad may list at most as many lengths as -s (2)"),
+    (["-mode=1", "-b=2", "-s=10,20", "-s_k=5,6,7"], "-s_k may list at most as many lengths as -s (2), got 3"),
     (["-mask=t:abc,def"], "not supported mask: t:abc,def"),
     (["-mask=t:5,"], "not supported mask: t:5,"),
     (["-mask=t:1,2,3,4"], "not supported mask"),
@@ -269,7 +265,7 @@ def test_benchmark_refuses_malformed_values(built, tool, args, msg):
                                   "-s_kpad=512"], ["-s_kpad=32"], ["-mask=t:128,30"], ["-mask=b:4,35,2"],
                                   ["-mask=xb:16"], ["-mask=g:16,8"], ["-bias=e:2"], ["-bias=alibi"], ["-bias=a:1"],
                                   ["-lse=t"], ["-iperm=0"], ["-seed=4294967295"], ["-p_drop=0.2"],
-                                  ["-scale_s=1e-3"], ["-timer=cpu"], ["-num_splits=-0"]])
+                                  ["-scale_s=1e-3"], ["-p_drop=1e-50"], ["-timer=cpu"], ["-num_splits=-0"]])
 def test_benchmark_accepts_aiter_forms(built, args):
     """AITER's spellings (a trailing comma after -d, lists for group mode, -s_kpad in batch mode, every mask and bias
     form) pass the parser; without a GPU the run then stops at the device check (exit -2)."""

@@ -121,7 +121,7 @@ def test_list_refuses_an_empty_selection_like_the_build():
     (["--api=,"], "--api=',' lists nothing"),
     (["--arch", " , "], "--arch=' , ' lists nothing"),
     (["--hdims", ","], "--hdims=',' lists nothing"),
-    (["--api=fwd", "--api", "bwd"], "--api given more than once (build_mha.sh and cmake/aiter_mha.cmake pass their API selection"),
+    (["--api=fwd", "--api", "bwd"], "--api given more than once (cmake/aiter_mha.cmake passes AITER_MHA_APIS as --api"),
     (["--arch", "sm_90a", "--arch=sm_80"], "--arch given more than once"),
 ])
 def test_bad_options_fail_with_a_reason(args, message):
@@ -263,7 +263,20 @@ def test_build_mha_takes_one_api(tmp_path):
                        text=True, timeout=60)
     assert r.returncode == 2 and "one API; got: fwd bwd" in r.stderr, r.stderr
     assert not any(tmp_path.iterdir())
-    # an --api in MHA_COMPILE_ARGS beside build_mha.sh's own is refused by compile.py (argparse kept the last one)
-    r = subprocess.run(["bash", os.path.join(ROOT, "build_mha.sh"), "fwd"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=60, env=dict(os.environ, MHA_COMPILE_ARGS="--api bwd --list"))
-    assert r.returncode == 2 and "--api given more than once" in r.stderr, r.stderr
+
+
+def build_mha_list(tmp_path, api, compile_args):
+    return subprocess.run(["bash", os.path.join(ROOT, "build_mha.sh"), api], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, MHA_COMPILE_ARGS=compile_args))
+
+
+def test_build_mha_compile_args_api_narrows_the_build(tmp_path):
+    """An --api in MHA_COMPILE_ARGS replaces build_mha.sh's (scripts/decode_build.sh builds `fwd` with --api
+    fwd_splitkv); one that builds no library for the benchmark the argument names is refused before compiling."""
+    r = build_mha_list(tmp_path, "fwd", "--api fwd_splitkv --arch sm_90a --list")
+    assert r.returncode == 0, r.stderr
+    assert "fmha_fwd_splitkv_ck_" in r.stdout and "[x] fmha_fwd_ck_" not in r.stdout
+    r = build_mha_list(tmp_path, "fwd", "--api=bwd --arch sm_90a --list")
+    assert r.returncode == 2 and "builds no libmha_fwd.so" in r.stderr, r.stderr
+    r = build_mha_list(tmp_path, "fwd", "--api fwd --api bwd --list")  # repeated within MHA_COMPILE_ARGS itself
+    assert r.returncode == 2 and "MHA_COMPILE_ARGS gives --api more than once" in r.stderr, r.stderr

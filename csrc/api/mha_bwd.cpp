@@ -230,6 +230,28 @@ std::string host_checks(const aiter::mha_bwd_args& args, const BwdInstance*& in)
     return "";
 }
 
+// Every refusal mha_bwd makes before it asks for the workspace: host_checks, then the current device's arch and
+// shared memory (queries only), then the workspace's size. The reason, or "" when the call would launch.
+std::string refusal(const aiter::mha_bwd_args& args, const BwdInstance*& in)
+{
+    if (std::string why = host_checks(args, in); !why.empty())
+        return why;
+    int cc = 0;
+    if (std::string why = current_cc(cc); !why.empty())
+        return "mha_bwd: " + why;
+    if (!arch_built(cc))
+        return "mha_bwd: this library was built for " + std::string(kBwdBuildInfo.archs) + " but the GPU is sm_" +
+               str(cc) + rebuild_hint(cc);
+    if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
+        return "mha_bwd: " + why;
+    const int64_t rows    = args.is_group_mode ? args.max_seqlen_q : args.seqlen_q; // as make_params
+    const size_t q_blocks = size_t(args.batch) * size_t(args.nhead_q) * size_t((rows + in->block_m - 1) / in->block_m);
+    if (q_blocks > SIZE_MAX / (size_t(in->block_m) * in->hdim * sizeof(float) + sizeof(int32_t)))
+        return "mha_bwd: the dQ accumulator of " + str(int64_t(q_blocks)) + " query blocks (batch x nhead_q x "
+               "max_seqlen_q / " + str(in->block_m) + ") does not fit 64-bit sizes";
+    return "";
+}
+
 } // namespace
 } // namespace mha
 
@@ -240,7 +262,7 @@ int mha_bwd_check(const mha_bwd_args& args)
     using namespace mha;
     mha_set_last_error("");
     const BwdInstance* in = nullptr;
-    if (std::string why = host_checks(args, in); !why.empty())
+    if (std::string why = refusal(args, in); !why.empty())
         return static_cast<int>(fail(why));
     return 0;
 }
@@ -250,17 +272,9 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
     using namespace mha;
     mha_set_last_error("");
     const BwdInstance* in = nullptr;
-    if (std::string why = host_checks(args, in); !why.empty())
+    if (std::string why = refusal(args, in); !why.empty())
         return fail(why);
-    int cc = 0;
-    if (std::string why = current_cc(cc); !why.empty())
-        return fail("mha_bwd: " + why);
-    if (!arch_built(cc))
-        return fail("mha_bwd: this library was built for " + std::string(kBwdBuildInfo.archs) + " but the GPU is sm_" +
-                    str(cc) + rebuild_hint(cc));
     mha_set_last_kernel_name(in->name);
-    if (std::string why = smem_unfit(in->name, in->smem_bytes); !why.empty())
-        return fail("mha_bwd: " + why);
 
     BwdParams p = make_params(args);
     // workspace: fp32 dQ accumulator, one block_m x instance-hdim tile per (batch, head, query block) in the kernel's
@@ -269,9 +283,6 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
     // wait for seqstart_q). Not memset: the pass's first kernel zeroes the tiles and counters of the query blocks that
     // hold rows, which in group mode can be far fewer.
     const size_t q_blocks   = size_t(p.batch) * p.nhead_q * size_t((p.max_seqlen_q + in->block_m - 1) / in->block_m);
-    if (q_blocks > SIZE_MAX / (size_t(in->block_m) * in->hdim * sizeof(float) + sizeof(int32_t)))
-        return fail("mha_bwd: the dQ accumulator of " + str(int64_t(q_blocks)) + " query blocks (batch x nhead_q x "
-                    "max_seqlen_q / " + str(in->block_m) + ") does not fit 64-bit sizes");
     const size_t acc_bytes  = q_blocks * in->block_m * in->hdim * sizeof(float);
     const size_t turn_bytes = args.is_deterministic ? q_blocks * sizeof(int32_t) : 0;
     const size_t bytes = acc_bytes + turn_bytes;

@@ -576,8 +576,14 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
 
     a.workspace_alloc   = [&arena](size_t bytes, bool zero_init) { return arena.alloc(bytes, zero_init); };
     a.pinned_host_alloc = [&arena](size_t bytes) { return arena.alloc_pinned(bytes); };
-    // The library's own checks before the zero fills of the caller's buffers: a call it refuses leaves them as given.
-    if (aiter::mha_bwd_check(a) != 0)
+    // The library's refusals (its checks and the device's arch / shared memory) before the zero fills of the caller's
+    // buffers: a call it refuses leaves them as given.
+    int refused = 0;
+    {
+        DeviceGuard guard(device);
+        refused = aiter::mha_bwd_check(a);
+    }
+    if (refused != 0)
     {
         const char* why = aiter::mha_get_last_error();
         invalid(why != nullptr && why[0] != '\0' ? std::string(why)
@@ -657,9 +663,9 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     "(1 - dropout_p) (CK's p_undrop) with\n"                                                                          \
     "softmax_lse's shape and strides (the library shares them). dbias and d_sink, when given, are written in place\n" \
     "(AITER fills dbias the same way). Raises ValueError for invalid arguments, before any device work (group mode:\n" \
-    "after reading the sequence arrays back; the library's own checks, aiter::mha_bwd_check, also run before the\n" \
-    "zero fills), and RuntimeError when the library fails on the device, with aiter::mha_get_last_error()'s\n"      \
-    "reason."
+    "after reading the sequence arrays back; the library's refusals, aiter::mha_bwd_check, including the GPU's\n"  \
+    "arch, also come before the zero fills), and RuntimeError when the call fails past them (workspace, launch),\n" \
+    "with aiter::mha_get_last_error()'s reason."
 
 constexpr const char* kMhaBwdDoc =
     "Attention backward, batch mode, with AITER's signature (aiter/ops/mha.py; keyword-only extensions after *).\n"
