@@ -106,10 +106,15 @@ public:
     // A whole integer in int32 range; one trailing comma is allowed ("-d=16," as AITER's smoke matrix writes it).
     int get_int(const std::string& key) const
     {
-        std::string v = get_str(key);
-        if (!v.empty() && v.back() == ',')
-            v.pop_back();
-        return static_cast<int>(checked(key, v, INT32_MIN, INT32_MAX));
+        const std::string raw = get_str(key);
+        const std::string v   = !raw.empty() && raw.back() == ',' ? raw.substr(0, raw.size() - 1) : raw;
+        int64_t value         = 0;
+        if (!parse_int64(v, value) || value < INT32_MIN || value > INT32_MAX)
+        {
+            note(key, raw, "an integer in [-2147483648, 2147483647]");
+            return 0;
+        }
+        return static_cast<int>(value);
     }
 
     uint32_t get_uint32(const std::string& key) const

@@ -247,6 +247,12 @@ def test_benchmark_rejects_unknown_flag_and_precision(built):
     (["-timer=GPU"], "-timer must be gpu or cpu, got GPU"),
     (["-v3_bf16_cvt=9"], "-v3_bf16_cvt must be 0 (RTNE), 1 (RTNA) or 2 (RTZ)"),
     (["-repeat=0"], "-repeat must be >= 1"),
+    (["-seed=4294967296"], "-seed=4294967296: expected an integer in [0, 4294967295]"),
+    (["-drop_seed=18446744073709551616"], "-drop_seed=18446744073709551616: expected a whole number in [0, 2^64)"),
+    (["-drop_seed=-1"], "-drop_seed=-1: expected a whole number"),
+    (["-b=2147483648"], "-b=2147483648: expected an integer in [-2147483648, 2147483647]"),
+    (["-d=16,,"], "-d=16,,: expected an integer"),
+    (["-mask=t:-2147483649,0"], "not supported mask"),
 ])
 @pytest.mark.parametrize("tool", ["benchmark_mha_fwd", "benchmark_mha_bwd"])
 def test_benchmark_refuses_malformed_values(built, tool, args, msg):
@@ -265,7 +271,8 @@ def test_benchmark_refuses_malformed_values(built, tool, args, msg):
                                   "-s_kpad=512"], ["-s_kpad=32"], ["-mask=t:128,30"], ["-mask=b:4,35,2"],
                                   ["-mask=xb:16"], ["-mask=g:16,8"], ["-bias=e:2"], ["-bias=alibi"], ["-bias=a:1"],
                                   ["-lse=t"], ["-iperm=0"], ["-seed=4294967295"], ["-p_drop=0.2"],
-                                  ["-scale_s=1e-3"], ["-p_drop=1e-50"], ["-timer=cpu"], ["-num_splits=-0"]])
+                                  ["-scale_s=1e-3"], ["-p_drop=1e-50"], ["-timer=cpu"], ["-num_splits=-0"],
+                                  ["-seed=4294967295"], ["-drop_seed=18446744073709551615"], ["-b=+2"]])
 def test_benchmark_accepts_aiter_forms(built, args):
     """AITER's spellings (a trailing comma after -d, lists for group mode, -s_kpad in batch mode, every mask and bias
     form) pass the parser; without a GPU the run then stops at the device check (exit -2)."""
