@@ -55,12 +55,17 @@ int decode_clusters_per_wave(int cluster, int smem_bytes)
     attrs[1].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicyLoadBalancing;
     cfg.attrs    = attrs;
     cfg.numAttrs = 2;
-    if (cudaFuncSetAttribute(decode_footprint_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) !=
-            cudaSuccess ||
-        cudaOccupancyMaxActiveClusters(&n, decode_footprint_kernel, &cfg) != cudaSuccess)
+    cudaError_t err = cudaFuncSetAttribute(decode_footprint_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           smem_bytes);
+    if (err == cudaSuccess)
+        err = cudaOccupancyMaxActiveClusters(&n, decode_footprint_kernel, &cfg);
+    if (err != cudaSuccess)
     {
         (void)cudaGetLastError(); // no clusters on this GPU (before sm_90) or no room: unknown
         n = 0;
+        // a transient failure (the lazy module load out of memory) is asked again next time, not remembered
+        if (err == cudaErrorMemoryAllocation || err == cudaErrorLaunchOutOfResources)
+            return n;
     }
     cache[key] = n;
     return n;

@@ -25,7 +25,16 @@ inline cudaError_t set_func_attribute(const void* fn, cudaFuncAttribute attr, in
     // never destroyed: a call from another static's destructor at exit still finds them
     static std::mutex& mu          = *new std::mutex;
     static std::map<Key, int>& set = *new std::map<Key, int>; // (kernel, attribute, context id) -> the value in force
-    const unsigned long long ctx   = current_context_id();
+    unsigned long long ctx         = current_context_id();
+    if (ctx == 0 && raise_only)
+    {
+        // no current context yet (a thread's first call): a query binds the device's, so that the set takes the locked
+        // raise-only path below; setting first could lower a limit another thread raised for its launch
+        cudaFuncAttributes fa{};
+        if (cudaFuncGetAttributes(&fa, fn) != cudaSuccess)
+            (void)cudaGetLastError();
+        ctx = current_context_id();
+    }
     if (ctx != 0 && raise_only)
     {
         std::lock_guard<std::mutex> lock(mu);

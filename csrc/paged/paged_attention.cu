@@ -1115,10 +1115,10 @@ std::string asm_splits(const Params& p, int seqs, int kv_heads, int max_context_
 {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-        return cudaGetErrorString(cudaGetLastError());
+        return mha::cuda_error_reason("querying the device", cudaGetLastError());
     const int max_cluster = asm_max_cluster<T>();
     if (max_cluster < 1)
-        return cudaGetErrorString(cudaGetLastError());
+        return mha::cuda_error_reason("querying the device", cudaGetLastError());
     const int64_t pairs = int64_t(seqs) * kv_heads * asm_groups(p.ratio);
     const int64_t blocks = (std::min<int64_t>(p.max_ctx, max_context_len > 0 ? max_context_len : INT_MAX) +
                             kAsmBlock - 1) / kAsmBlock;
@@ -1222,7 +1222,7 @@ std::string v1_device(V1Device& d)
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
         cudaDeviceGetAttribute(&d.smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ||
         cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev))
-        return cudaGetErrorString(cudaGetLastError());
+        return mha::cuda_error_reason("querying the device", cudaGetLastError());
     if (const int k = dev < kDevices ? known[dev].load(std::memory_order_relaxed) : 0; k > 0)
         return d.max_cluster = (k - 1) % 16, d.sm90 = (k - 1) / 16 != 0, "";
     auto kernel = &pa_v1_kernel<__nv_bfloat16, false, kMaxHead / kX / kV1Warps>;
@@ -1233,7 +1233,7 @@ std::string v1_device(V1Device& d)
     if (d.sm90)
     {
         if (set_max_dynamic_smem(kernel, smem_most) != cudaSuccess)
-            return cudaGetErrorString(cudaGetLastError());
+            return mha::cuda_error_reason("querying the device", cudaGetLastError());
         d.max_cluster = probe_clusters(kernel, kV1MaxCluster, [smem_most](int c, cudaLaunchAttribute& at) {
             return v1_config(dim3(1, 1, 1), c, smem_most, nullptr, at);
         }, answered);

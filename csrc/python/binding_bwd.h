@@ -583,12 +583,12 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
         DeviceGuard guard(device);
         refused = aiter::mha_bwd_check(a);
     }
-    if (refused != 0)
+    if (refused != 0) // ValueError, or RuntimeError for a CUDA failure (no usable device), as the forward's
     {
         const char* why = aiter::mha_get_last_error();
-        invalid(why != nullptr && why[0] != '\0' ? std::string(why)
-                                                 : std::string(group ? "mha_varlen_bwd" : "mha_bwd") +
-                                                       ": aiter::mha_bwd_check refused the call without a reason");
+        raise_library(why != nullptr && why[0] != '\0' ? std::string(why)
+                                                       : std::string(group ? "mha_varlen_bwd" : "mha_bwd") +
+                                                             ": aiter::mha_bwd_check refused the call without a reason");
     }
 
     float ret             = 0.f;

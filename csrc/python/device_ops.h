@@ -137,13 +137,13 @@ class CallArena
     CallArena& operator=(const CallArena&) = delete;
     ~CallArena() // normally already released by the binding; this path only runs when it raised before that
     {
-        int prev = -1;
-        const bool switch_dev = cudaGetDevice(&prev) == cudaSuccess && prev != device_;
+        const SavedContext saved; // dlpack_io.h: puts back the caller's context, never creating one
+        const bool switch_dev = saved.device() >= 0 && saved.device() != device_;
         if (switch_dev)
             cudaSetDevice(device_);
         release();
         if (switch_dev)
-            cudaSetDevice(prev);
+            saved.restore();
     }
 
     void* alloc(size_t bytes, bool zero_init)

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/driver_api.h"
 #include "dlpack_abi.h"
 
 namespace mha_py {
@@ -117,19 +118,55 @@ inline bool as_int64(const py::handle& obj, int64_t& value)
 // A stream handle as the library sees it; 0 and cudaStreamLegacy name the same (legacy default) stream.
 inline uintptr_t normalize_stream(uintptr_t s) { return s == 0 ? kStreamLegacy : s; }
 
-// Makes `device` current for a scope and restores the previous device afterwards.
+// The calling thread's current CUDA context (none included), put back exactly by restore(). Restoring "the previous
+// device" with cudaSetDevice instead would create that device's primary context (CUDA 12 and later) in a thread that
+// never used it -- device 0 by default, a few hundred MB on it for each such process, the bug PyTorch's and
+// TensorFlow's device guards once had -- and would replace a non-primary context the caller had current with the
+// primary one. Without the driver's context calls it falls back to cudaSetDevice(previous device). A thread that had no
+// context keeps the runtime's device selection at the one used here (as PyTorch's guard leaves it).
+class SavedContext
+{
+  public:
+    SavedContext()
+    {
+        static const auto get_current = mha::driver_entry_point<PFN_cuCtxGetCurrent_v4000>("cuCtxGetCurrent", 4000);
+        exact_ = get_current != nullptr && get_current(&ctx_) == CUDA_SUCCESS;
+        if (cudaGetDevice(&device_) != cudaSuccess)
+        {
+            cudaGetLastError();
+            device_ = -1;
+        }
+    }
+    int device() const { return device_; }
+    void restore() const
+    {
+        static const auto set_current = mha::driver_entry_point<PFN_cuCtxSetCurrent_v4000>("cuCtxSetCurrent", 4000);
+        if (exact_ && set_current != nullptr && set_current(ctx_) == CUDA_SUCCESS)
+            return;
+        if (device_ >= 0 && cudaSetDevice(device_) != cudaSuccess)
+            cudaGetLastError();
+    }
+
+  private:
+    CUcontext ctx_ = nullptr;
+    int device_    = -1;
+    bool exact_    = false;
+};
+
+// Makes `device` current for a scope and puts the previous context back afterwards (SavedContext).
 class DeviceGuard
 {
   public:
     explicit DeviceGuard(int device)
     {
-        cudaError_t e = cudaGetDevice(&prev_);
+        int prev      = 0;
+        cudaError_t e = cudaGetDevice(&prev);
         if (e != cudaSuccess)
         {
             cudaGetLastError();
             raise(PyExc_RuntimeError, cuda_error("cudaGetDevice", e));
         }
-        if (prev_ != device)
+        if (prev != device)
         {
             e = cudaSetDevice(device);
             if (e != cudaSuccess)
@@ -143,13 +180,13 @@ class DeviceGuard
     ~DeviceGuard()
     {
         if (switched_)
-            cudaSetDevice(prev_);
+            saved_.restore();
     }
     DeviceGuard(const DeviceGuard&)            = delete;
     DeviceGuard& operator=(const DeviceGuard&) = delete;
 
   private:
-    int prev_      = 0;
+    SavedContext saved_; // before the constructor's body switches
     bool switched_ = false;
 };
 
@@ -420,15 +457,15 @@ struct DeviceStorage
     {
         if (ptr == nullptr)
             return;
-        int prev = -1;
-        const bool switch_dev = cudaGetDevice(&prev) == cudaSuccess && prev != device;
+        const SavedContext saved;
+        const bool switch_dev = saved.device() >= 0 && saved.device() != device;
         if (switch_dev)
             cudaSetDevice(device);
         ready.reset();
         if (cudaFree(ptr) != cudaSuccess) // e.g. at interpreter exit after the runtime unloaded: nothing to do
             cudaGetLastError();
         if (switch_dev)
-            cudaSetDevice(prev);
+            saved.restore();
     }
 
     static std::shared_ptr<DeviceStorage> allocate(int device, DLDataType dtype, std::vector<int64_t> shape)
@@ -535,7 +572,10 @@ inline py::object export_dlpack(const DeviceBuffer& buf, const py::object& strea
 {
     (void)max_version; // only the unversioned (v0.8) capsule is produced; consumers accept it for any max_version
     const DeviceStorage& s = *buf.storage;
-    if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
+    const int copy_true = copy.is_none() ? 0 : PyObject_IsTrue(copy.ptr());
+    if (copy_true < 0) // copy's __bool__ raised: that exception, not a capsule with it still set
+        throw py::error_already_set();
+    if (copy_true == 1)
         raise(PyExc_BufferError, "DeviceBuffer.__dlpack__: copy=True is not supported (the buffer is exported in place)");
     if (!dl_device.is_none())
     {
