@@ -664,8 +664,8 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
     "softmax_lse's shape and strides (the library shares them). dbias and d_sink, when given, are written in place\n" \
     "(AITER fills dbias the same way). Raises ValueError for invalid arguments, before any device work (group mode:\n" \
     "after reading the sequence arrays back; the library's refusals, aiter::mha_bwd_check, including the GPU's\n"  \
-    "arch, also come before the zero fills), and RuntimeError when the call fails past them (workspace, launch),\n" \
-    "with aiter::mha_get_last_error()'s reason."
+    "arch, also come before the zero fills), RuntimeError when the call fails past them (the launch, the device),\n" \
+    "with aiter::mha_get_last_error()'s reason, and MemoryError when an allocation fails."
 
 constexpr const char* kMhaBwdDoc =
     "Attention backward, batch mode, with AITER's signature (aiter/ops/mha.py; keyword-only extensions after *).\n"
