@@ -3,7 +3,9 @@ exists beforehand:
 - a call on cuda:1 from a thread that never used cuda:0 must leave cuda:0 without a primary context. The device guard
   puts back the caller's (absent) context; restoring "device 0" with cudaSetDevice would make cuda:0's context, a few
   hundred MB per process.
-- the result must still match the same call made on cuda:0.
+- the forward's result must match an fp32 reference, and so must the backward's gradients (same conditions).
+- PyTorch exports a CUDA tensor with a stream only while its device is current: the binding makes the array's device
+  current around __dlpack__ (the calls here run while the thread's current device is still 0).
 Skipped (with the reason) with fewer than two GPUs.
 """
 import os
@@ -44,12 +46,24 @@ CHILD = textwrap.dedent("""
     out = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v, mask="causal"))
     torch.cuda.synchronize(1)
     print("ACTIVE0", active(0))
-    ref = torch.nn.functional.scaled_dot_product_attention(
-        q.transpose(1, 2).float(), k.transpose(1, 2).float(), v.transpose(1, 2).float(), is_causal=True).transpose(1, 2)
-    print("ERR", (out.float() - ref).abs().max().item())
+    out_ref = out.float()
     del out
     torch.cuda.synchronize(1)
-    print("ACTIVE0_AFTER_FREE", active(0))
+    print("ACTIVE0_AFTER_FREE", active(0))  # the returned buffer's release switches back the same way
+    # the backward on cuda:1 from the forward's out / lse
+    out, lse = (torch.from_dlpack(x) for x in aiter_mha.mha_fwd(q, k, v, mask="causal", return_lse=True))
+    do = torch.randn(out.shape, device="cuda:1", dtype=torch.bfloat16, generator=g)
+    grads = [torch.from_dlpack(x).float() for x in aiter_mha.mha_bwd(do, q, k, v, out, lse, 0.0, 128 ** -0.5, True,
+                                                                      -1, 0, False)[:3]]
+    torch.cuda.synchronize(1)
+    print("ACTIVE0_BWD", active(0))
+    # fp32 references last (whatever contexts PyTorch makes for them cannot blame the calls above)
+    qf, kf, vf = (x.detach().float().transpose(1, 2).requires_grad_() for x in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=True)
+    print("ERR", (out_ref - ref.transpose(1, 2)).abs().max().item())
+    ref.backward(do.float().transpose(1, 2))
+    print("BWD_REL", max((got - r.grad.transpose(1, 2)).abs().max().item() / r.grad.abs().max().item()
+                         for got, r in zip(grads, (qf, kf, vf))))
 """)
 
 
@@ -61,5 +75,7 @@ def test_call_on_cuda1_makes_no_context_on_cuda0():
         pytest.skip(r.stdout.strip())
     rows = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
     assert rows["ACTIVE0"] == "0", r.stdout
-    assert rows["ACTIVE0_AFTER_FREE"] == "0", r.stdout  # the returned buffer's release switches back the same way
+    assert rows["ACTIVE0_AFTER_FREE"] == "0", r.stdout
     assert float(rows["ERR"]) < 2e-2, r.stdout
+    assert rows["ACTIVE0_BWD"] == "0", r.stdout
+    assert float(rows["BWD_REL"]) < 2e-2, r.stdout  # bf16 gradients, relative to the largest reference gradient

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -188,6 +189,43 @@ class DeviceGuard
   private:
     SavedContext saved_; // before the constructor's body switches
     bool switched_ = false;
+};
+
+// PyTorch's current device made `device` for a scope when `obj` is a torch.Tensor (torch.cuda.device(device)), nothing
+// otherwise. PyTorch is never imported here: a tensor exists only where the caller already imported it.
+class TorchDeviceScope
+{
+  public:
+    TorchDeviceScope(py::handle obj, int device)
+    {
+        const py::dict modules = py::module_::import("sys").attr("modules");
+        if (!modules.contains("torch"))
+            return;
+        const py::object torch = modules["torch"];
+        if (!py::hasattr(torch, "Tensor") || !py::isinstance(obj, torch.attr("Tensor")))
+            return;
+        scope_ = torch.attr("cuda").attr("device")(device);
+        scope_.attr("__enter__")();
+    }
+    ~TorchDeviceScope()
+    {
+        if (!scope_)
+            return;
+        try
+        {
+            scope_.attr("__exit__")(py::none(), py::none(), py::none());
+        }
+        catch (const py::error_already_set&)
+        {
+            // the export's own outcome is what the caller sees; a failed exit leaves PyTorch's index at the device
+        }
+    }
+    bool entered() const { return bool(scope_); }
+    TorchDeviceScope(const TorchDeviceScope&)            = delete;
+    TorchDeviceScope& operator=(const TorchDeviceScope&) = delete;
+
+  private:
+    py::object scope_;
 };
 
 // ------------------------------------------------------------------------------------------------ DLPack import
@@ -387,20 +425,23 @@ class ImportedTensor
             invalid(name_ + ": " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))) +
                     " is not a DLPack array (no __dlpack__ method)");
         bool on_cuda = true;
+        int device   = -1; // the producer's CUDA device, when it says
         if (py::hasattr(obj, "__dlpack_device__"))
         {
             try
             {
                 py::tuple dev = obj.attr("__dlpack_device__")();
                 on_cuda       = dev.size() >= 1 && py::cast<int>(dev[0]) == kDLCUDA;
+                if (on_cuda && dev.size() >= 2)
+                    device = py::cast<int>(dev[1]);
             }
             catch (const std::exception& e)
             {
                 invalid(name_ + ": __dlpack_device__() failed: " + e.what());
             }
         }
-        try
-        {
+        // with the stream where the producer takes one (__dlpack__ predating the keyword raises TypeError)
+        auto export_capsule = [&]() -> py::object {
             if (on_cuda)
             {
                 try
@@ -414,6 +455,30 @@ class ImportedTensor
                 }
             }
             return obj.attr("__dlpack__")();
+        };
+        try
+        {
+            // A stream names a queue of the array's device, so that device is current while the array exports.
+            std::optional<DeviceGuard> on_device;
+            if (on_cuda && device >= 0)
+                on_device.emplace(device);
+            try
+            {
+                return export_capsule();
+            }
+            catch (py::error_already_set& e)
+            {
+                // PyTorch exports a CUDA tensor only while its device is PyTorch's current one, an index it keeps
+                // itself where selecting the device would make a context ("Can't export tensors on a different
+                // CUDA device index": a tensor on cuda:1 from a thread at device 0). Retried in its device's scope
+                // then; the common call pays nothing for it.
+                if (!on_cuda || device < 0 || !e.matches(PyExc_BufferError))
+                    throw;
+                TorchDeviceScope on_torch_device(obj, device);
+                if (!on_torch_device.entered())
+                    throw;
+                return export_capsule();
+            }
         }
         catch (py::error_already_set& e)
         {
