@@ -69,6 +69,12 @@ EXPECTED = {
     "paged_heads": "num_heads must be <= 65535, got 70000",
     "paged_o_overlap": "out strides overlap: 1 rows x 8 heads x 128 columns",
     "paged_hnd_token": "the HND layout's token strides are fixed",
+    "paged_o_stride_wrap": "out strides overlap: 5 rows x 2 heads x 8 columns",
+    "paged_ws_partition": "paged_attention_workspace_bytes: invalid argument: partition_size must be >= 1, got 0",
+    "paged_ws_head": "head_size must be in [0, 256], got 512",
+    "paged_ws_parts": "134217728 partitions of 16 keys for max_context_len 2147483647; at most 65535",
+    "splitkv_mask_enum": "mask_type argument 7 is not a mask_enum (0 to 3)",
+    "prefill_mask_enum": "mask_type argument -1 is not a mask_enum (0 to 3)",
     "bwd_scale_zero": "scale must be finite and > 0",
     "bwd_hdim_odd": "hdim_q must be a multiple of 8",
     "bwd_dropout_flag": "p_drop is 0.200000 but has_dropout is false",
@@ -190,6 +196,8 @@ def test_invalid_calls_return_minus_one_with_reason(consumer):
         # sm_90 GPUs under 4 TB/s is off, so b=12 (96 tiles) gets the general rule's 5 splits three times
         ret, rest = rows["heuristic9"]
         assert (ret, rest) == (5, "5 5")
+    # a workspace query that answers clears the reason of an earlier refusal
+    assert rows["paged_ws_ok"] == (2 * 8 * 4 * (128 * 2 + 8), ""), rows["paged_ws_ok"]
     # nhead_k 0 and INT_MIN / -1 heads: no packing, a count of at least 1 (no division by zero)
     ret, rest = rows["heuristic_bad_heads"]
     assert ret >= 1 and int(rest) >= 1, (ret, rest)

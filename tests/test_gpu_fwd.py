@@ -392,6 +392,18 @@ def test_side_stream():
         check_out(out, q, k, v, 1 / math.sqrt(d), 2, -1, 0, "side stream")
 
 
+def test_per_thread_default_stream():
+    """stream=2 (cudaStreamPerThread): PyTorch exports for no per-thread stream, so the binding asks it to order its
+    writes (here on a side stream) before the legacy stream, which the per-thread one waits for."""
+    s = torch.cuda.Stream()
+    dtype, b, sq, sk, h, hk, d = torch.bfloat16, 2, 300, 300, 8, 2, 128
+    with torch.cuda.stream(s):
+        q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("per-thread stream"))
+        out = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v, mask="causal", stream=2))
+    torch.cuda.synchronize()
+    check_out(out, q, k, v, 1 / math.sqrt(d), 2, -1, 0, "per-thread default stream")
+
+
 # ------------------------------------------------------------------------------------------------ invalid input
 
 def test_invalid_inputs_raise_value_error():

@@ -6,6 +6,7 @@ exists beforehand:
 - the forward's result must match an fp32 reference, and so must the backward's gradients (same conditions).
 - PyTorch exports a CUDA tensor with a stream only while its device is current: the binding makes the array's device
   current around __dlpack__ (the calls here run while the thread's current device is still 0).
+- a stream of another device than the arrays' is refused with ValueError.
 Skipped (with the reason) with fewer than two GPUs.
 """
 import os
@@ -64,6 +65,13 @@ CHILD = textwrap.dedent("""
     ref.backward(do.float().transpose(1, 2))
     print("BWD_REL", max((got - r.grad.transpose(1, 2)).abs().max().item() / r.grad.abs().max().item()
                          for got, r in zip(grads, (qf, kf, vf))))
+    # a stream of cuda:0 with arrays on cuda:1: refused before anything runs (this makes cuda:0's context, so last)
+    s0 = torch.cuda.Stream(device="cuda:0")
+    try:
+        aiter_mha.mha_fwd(q, k, v, stream=s0)
+        print("STREAM0 accepted")
+    except ValueError as e:
+        print("STREAM0", str(e).replace(chr(10), " "))
 """)
 
 
@@ -79,3 +87,4 @@ def test_call_on_cuda1_makes_no_context_on_cuda0():
     assert float(rows["ERR"]) < 2e-2, r.stdout
     assert rows["ACTIVE0_BWD"] == "0", r.stdout
     assert float(rows["BWD_REL"]) < 2e-2, r.stdout  # bf16 gradients, relative to the largest reference gradient
+    assert "is a stream of cuda:0 but the arrays are on cuda:1" in rows["STREAM0"], r.stdout

@@ -1020,6 +1020,8 @@ float mha_fwd_splitkv(mha_fwd_splitkv_args args, const ck_tile::stream_config& s
     mha_set_last_error("");
     const std::string who = "mha_fwd_splitkv";
     auto bad = [&](const std::string& why) { return fail(who + ": invalid argument: " + why); };
+    if (int(mask_type) < 0 || int(mask_type) > 3)
+        return bad("mask_type argument " + str(int(mask_type)) + " is not a mask_enum (0 to 3)");
     if (int(mask_type) != 0 && args.mask_type == 0)
         args.mask_type = 2; // as CK: the trait picks a masked kernel, which anchors top-left only for args.mask_type 1
     if (int(mask_type) == 0 && args.mask_type != 0)
@@ -1169,6 +1171,12 @@ float mha_batch_prefill(mha_batch_prefill_args args, const ck_tile::stream_confi
     auto bad = [&](const std::string& why) { return fail(who + ": invalid argument: " + why); };
     if (int(qscale_type) != 0)
         return fail(who + ": qscale_type " + str(int(qscale_type)) + " (fp8 descales) is not supported yet");
+    if (int(mask_type) < 0 || int(mask_type) > 3)
+        return bad("mask_type argument " + str(int(mask_type)) + " is not a mask_enum (0 to 3)");
+    // group mode: seqlen_k only sizes the launch (each batch's key count comes from the page table), as in
+    // mha_fwd_splitkv: a value out of range reads as 0, unknown
+    if (is_group_mode && (args.seqlen_k < 0 || args.seqlen_k > kMaxSeqlen))
+        args.seqlen_k = 0;
     if (int(mask_type) != 0 && args.mask_type == 0)
         args.mask_type = 2; // as CK (and mha_fwd_splitkv): masked kernels anchor top-left only for args.mask_type 1
     if (int(mask_type) == 0 && args.mask_type != 0)

@@ -17,7 +17,8 @@ inline bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr
 // Whether two elements of a strided tensor ({extent, stride} per dimension, strides >= 0) may share an address:
 // the dimensions of extent > 1, by increasing stride, must each step past everything the ones before span. Every
 // dense layout passes, in any dimension order; a zero stride over an extent > 1 fails; an empty tensor (an extent 0)
-// has nothing to overlap. No allocation (per call).
+// has nothing to overlap; an extent past 2^63 elements (strides that large) counts as overlapping, since no offset of
+// it is representable. No allocation (per call).
 inline bool strides_overlap(std::array<std::pair<int64_t, int64_t>, 5> dims)
 {
     for (const auto& d : dims)
@@ -31,7 +32,9 @@ inline bool strides_overlap(std::array<std::pair<int64_t, int64_t>, 5> dims)
             continue;
         if (stride < span)
             return true;
-        span += stride * (n - 1);
+        int64_t step = 0;
+        if (__builtin_mul_overflow(stride, n - 1, &step) || __builtin_add_overflow(span, step, &span))
+            return true;
     }
     return false;
 }
@@ -56,7 +59,7 @@ inline std::string overlapping_output(const char* t, int64_t batch, int64_t rows
            (splits.first > 1 ? " x " + str(splits.first) + " splits" : "") + " at row / head / batch" +
            (splits.first > 1 ? " / split" : "") + " strides " + str(row_stride) + " / " + str(head_stride) + " / " +
            str(batch_stride) + (splits.first > 1 ? " / " + str(splits.second) : "") +
-           " would write some elements twice (a race)";
+           " would write some elements twice (a race) or past 2^63 elements";
 }
 
 } // namespace mha

@@ -1327,15 +1327,30 @@ namespace aiter {
 int64_t paged_attention_workspace_bytes(int num_seqs, int num_heads, int head_size, int max_context_len,
                                         int partition_size, int elem_bytes)
 {
-    // -1 for arguments no call accepts (paged_attention_v1's limits; within them the product fits 64 bits)
-    if (partition_size < 1 || num_seqs < 0 || num_seqs > 65535 || num_heads < 0 || num_heads > 65535 ||
-        head_size < 0 || head_size > mha::paged::kMaxHead || max_context_len < 0 || elem_bytes < 1 || elem_bytes > 8)
+    // -1 (with the reason in mha_get_last_error) for arguments no call accepts (paged_attention_v1's limits; within
+    // them the product fits 64 bits)
+    using mha::str;
+    auto refuse = [](const std::string& why) -> int64_t {
+        mha_set_last_error("paged_attention_workspace_bytes: invalid argument: " + why);
         return -1;
+    };
+    mha_set_last_error("");
+    if (partition_size < 1)
+        return refuse("partition_size must be >= 1, got " + str(partition_size));
+    if (num_seqs < 0 || num_seqs > 65535 || num_heads < 0 || num_heads > 65535)
+        return refuse("num_seqs and num_heads must be in [0, 65535], got " + str(num_seqs) + " and " + str(num_heads));
+    if (head_size < 0 || head_size > mha::paged::kMaxHead)
+        return refuse("head_size must be in [0, " + str(mha::paged::kMaxHead) + "], got " + str(head_size));
+    if (max_context_len < 0)
+        return refuse("max_context_len must be >= 0, got " + str(max_context_len));
+    if (elem_bytes < 1 || elem_bytes > 8)
+        return refuse("elem_bytes must be in [1, 8], got " + str(elem_bytes));
     const int64_t parts = (int64_t(max_context_len) + partition_size - 1) / partition_size;
     if (parts <= 1)
         return 0;
     if (parts > 65535)
-        return -1;
+        return refuse(str(parts) + " partitions of " + str(partition_size) + " keys for max_context_len " +
+                      str(max_context_len) + "; at most 65535");
     return int64_t(num_seqs) * num_heads * parts * (int64_t(head_size) * elem_bytes + 2 * int64_t(sizeof(float)));
 }
 

@@ -30,7 +30,8 @@ inline constexpr int64_t kIndexMax = INT32_MAX; // every size and element stride
 // DLPack's stream vocabulary for CUDA (the Python array API spec): -1 asks for no synchronization, 1 is the legacy
 // default stream, 2 the per-thread default stream. They coincide with cudaStreamLegacy / cudaStreamPerThread.
 inline constexpr int64_t kDLPackNoSync   = -1;
-inline constexpr uintptr_t kStreamLegacy = 1;
+inline constexpr uintptr_t kStreamLegacy    = 1;
+inline constexpr uintptr_t kStreamPerThread = 2;
 inline constexpr size_t kMinAllocBytes   = 256; // keep buffers of empty outputs non-null (one cudaMalloc granule)
 
 // ------------------------------------------------------------------------------------------------ small helpers
@@ -189,6 +190,40 @@ class DeviceGuard
   private:
     SavedContext saved_; // before the constructor's body switches
     bool switched_ = false;
+};
+
+// A stream handle of the call must queue on the arrays' device. The default streams (0 / 1 legacy, 2 per-thread) are
+// the current device's, which is the arrays' during the call; any other handle is asked for its device: CUDA refuses a
+// launch on another device's stream, but only after the call had allocated and (the backward) zero-filled outputs.
+// A handle that is no live stream cannot be told apart from one safely (as everywhere in CUDA): CUDA's answer is raised.
+inline void check_stream_device(uintptr_t strm, int device)
+{
+    if (strm <= kStreamPerThread)
+        return;
+    DeviceGuard guard(device); // a runtime call with no context current would make the current device's (cuda:0)
+    int on = -1;
+    const cudaError_t e = cudaStreamGetDevice(reinterpret_cast<cudaStream_t>(strm), &on);
+    if (e != cudaSuccess)
+    {
+        cudaGetLastError();
+        raise(PyExc_ValueError, cuda_error("stream: cudaStreamGetDevice", e) + " (not a usable CUDA stream)");
+    }
+    if (on != device)
+        invalid("stream is a stream of cuda:" + std::to_string(on) + " but the arrays are on cuda:" +
+                std::to_string(device) + "; pass a stream of their device");
+}
+
+// The calling thread's context at construction, put back at destruction whatever happened in between.
+class RestoredContext
+{
+  public:
+    RestoredContext() = default;
+    ~RestoredContext() { saved_.restore(); }
+    RestoredContext(const RestoredContext&)            = delete;
+    RestoredContext& operator=(const RestoredContext&) = delete;
+
+  private:
+    SavedContext saved_;
 };
 
 // PyTorch's current device made `device` for a scope when `obj` is a torch.Tensor (torch.cuda.device(device)), nothing
@@ -440,28 +475,36 @@ class ImportedTensor
                 invalid(name_ + ": __dlpack_device__() failed: " + e.what());
             }
         }
-        // with the stream where the producer takes one (__dlpack__ predating the keyword raises TypeError)
-        auto export_capsule = [&]() -> py::object {
+        // The producer orders its pending writes before `ask`. The per-thread default stream (2) is asked as the
+        // legacy one (1), which it waits for anyway: PyTorch refuses 2 ("per-thread default stream is not supported").
+        const uintptr_t ours = normalize_stream(stream);
+        const uintptr_t ask  = ours == kStreamPerThread ? kStreamLegacy : ours;
+        auto export_capsule  = [&]() -> py::object {
             if (on_cuda)
             {
                 try
                 {
-                    return obj.attr("__dlpack__")(py::arg("stream") = py::int_(normalize_stream(stream)));
+                    return obj.attr("__dlpack__")(py::arg("stream") = py::int_(ask));
                 }
                 catch (py::error_already_set& e)
                 {
-                    if (!e.matches(PyExc_TypeError))
+                    // only a __dlpack__ predating the keyword goes on without it (nothing to order then); any other
+                    // TypeError is the producer's answer
+                    const std::string what = e.what();
+                    if (!e.matches(PyExc_TypeError) || (what.find("unexpected keyword") == std::string::npos &&
+                                                        what.find("incompatible function arguments") == std::string::npos))
                         throw;
                 }
             }
             return obj.attr("__dlpack__")();
         };
+        // A stream names a queue of the array's device, so that device is current while the array exports (outside
+        // the try below: a CUDA failure switching to it stays a RuntimeError).
+        std::optional<DeviceGuard> on_device;
+        if (on_cuda && device >= 0)
+            on_device.emplace(device);
         try
         {
-            // A stream names a queue of the array's device, so that device is current while the array exports.
-            std::optional<DeviceGuard> on_device;
-            if (on_cuda && device >= 0)
-                on_device.emplace(device);
             try
             {
                 return export_capsule();
@@ -471,9 +514,11 @@ class ImportedTensor
                 // PyTorch exports a CUDA tensor only while its device is PyTorch's current one, an index it keeps
                 // itself where selecting the device would make a context ("Can't export tensors on a different
                 // CUDA device index": a tensor on cuda:1 from a thread at device 0). Retried in its device's scope
-                // then; the common call pays nothing for it.
+                // then; the common call pays nothing for it. Leaving that scope may select PyTorch's device in CUDA
+                // too: the thread's context is put back exactly afterwards (RestoredContext outlives the scope).
                 if (!on_cuda || device < 0 || !e.matches(PyExc_BufferError))
                     throw;
+                const RestoredContext restore;
                 TorchDeviceScope on_torch_device(obj, device);
                 if (!on_torch_device.entered())
                     throw;
@@ -621,7 +666,8 @@ inline void sync_consumer(const DeviceStorage& s, const py::object& stream)
             raise(PyExc_ValueError, "__dlpack__: invalid stream " + std::to_string(v));
         consumer = normalize_stream(static_cast<uintptr_t>(v));
     }
-    if (!s.ready || s.ready->producer_stream == consumer)
+    // the same handle is the same stream, except 2: each thread's own per-thread default stream
+    if (!s.ready || (s.ready->producer_stream == consumer && consumer != kStreamPerThread))
         return;
     DeviceGuard guard(s.device);
     const cudaError_t e = cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(consumer), s.ready->event, 0);

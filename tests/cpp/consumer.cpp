@@ -227,6 +227,17 @@ int main(int argc, char** argv)
     split("splitkv_page_neg", [](auto& s) { s.page_block_size = -16; });
     split("splitkv_sink", [](auto& s) { s.sink_size = 4; });
 
+    {
+        // a mask_enum argument outside 0..3 (a cast from a bad int) is refused, not run as some masked call
+        aiter::mha_fwd_splitkv_args s{};
+        const float r = aiter::mha_fwd_splitkv(s, ck_tile::stream_config{}, "bf16", false, mask_enum(7),
+                                               bias_enum::no_bias, false);
+        std::printf("splitkv_mask_enum %g %s\n", r, aiter::mha_get_last_error());
+        aiter::mha_batch_prefill_args b{};
+        const float rb = aiter::mha_batch_prefill(b, ck_tile::stream_config{}, "bf16", true, mask_enum(-1),
+                                                  bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
+        std::printf("prefill_mask_enum %g %s\n", rb, aiter::mha_get_last_error());
+    }
     aiter::mha_batch_prefill_args bp{};
     const float rp = aiter::mha_batch_prefill(bp, ck_tile::stream_config{}, "bf16", true, mask_enum::no_mask,
                                               bias_enum::no_bias, false, quant_scale_enum::no_scale, false);
@@ -277,6 +288,20 @@ int main(int argc, char** argv)
     paged("paged_heads", [](auto& a) { a.num_heads = a.num_kv_heads = 70000; });
     paged("paged_o_overlap", [](auto& a) { a.o_stride_head = 64; }); // heads half a head apart
     paged("paged_hnd_token", [](auto& a) { a.k_stride_token = a.v_stride_token = 8; });
+    // strides so large that the overlap check's span would wrap int64 (sequence 2 and head 1 of sequence 0 meet)
+    paged("paged_o_stride_wrap", [](auto& a) {
+        a.num_seqs = 5, a.num_heads = a.num_kv_heads = 2, a.head_size = 8;
+        a.o_stride_seq = int64_t(1) << 61, a.o_stride_head = int64_t(1) << 62;
+    });
+    // the workspace query: -1 with the reason (and a success clears an earlier one)
+    auto ws = [](const char* name, int seqs, int head, int ctx, int part) {
+        const long long r = aiter::paged_attention_workspace_bytes(seqs, 8, head, ctx, part, 2);
+        std::printf("%s %lld %s\n", name, r, aiter::mha_get_last_error());
+    };
+    ws("paged_ws_partition", 1, 128, 64, 0);
+    ws("paged_ws_head", 1, 512, 64, 256);
+    ws("paged_ws_parts", 1, 128, 2147483647, 16);
+    ws("paged_ws_ok", 2, 128, 1024, 256);
     // head counts no call accepts: the public query answers a count, never divides by zero
     std::printf("heuristic_bad_heads %d %d\n", aiter::mha_fwd_splitkv_num_splits(1, 32, 0, 1, 1024),
                 aiter::mha_fwd_splitkv_num_splits(1, -2147483647 - 1, -1, 1, 1024, 0, 128, 128, false));
