@@ -166,6 +166,44 @@ def test_not_dlpack():
         aiter_mha.mha_fwd(None, k, v)
 
 
+class _CudaClaimingProducer:
+    """Says CUDA (without a device index, so no device is selected) and exports a NumPy array: what __dlpack__ is
+    called with decides the outcome. `stream_error` is what a call with the stream keyword raises."""
+
+    def __init__(self, arr, stream_error=None):
+        self.arr, self.stream_error, self.calls = arr, stream_error, []
+
+    def __dlpack_device__(self):
+        return (2,)
+
+    def __dlpack__(self, **kw):
+        self.calls.append(kw)
+        if "stream" in kw and self.stream_error is not None:
+            raise self.stream_error
+        return self.arr.__dlpack__()
+
+
+def test_stream_keyword_fallback():
+    q, k, v = qkv()
+    # a producer whose __dlpack__ predates the stream keyword is asked again without it (then q is on cpu)
+    old = _CudaClaimingProducer(q, TypeError("__dlpack__() got an unexpected keyword argument 'stream'"))
+    with pytest.raises(ValueError, match=r"q is on cpu"):
+        aiter_mha.mha_fwd(old, k, v)
+    assert old.calls == [{"stream": 1}, {}]
+    # stream 0 and 2 are asked as the legacy stream (1): PyTorch exports for no per-thread stream
+    plain = _CudaClaimingProducer(q)
+    for stream in (0, 2, 12345):
+        with pytest.raises(ValueError, match=r"q is on cpu"):
+            aiter_mha.mha_fwd(plain, k, v, stream=stream)
+    assert plain.calls == [{"stream": 1}, {"stream": 1}, {"stream": 12345}]
+    # any other TypeError is the producer's answer: raised, not retried without the stream (which would drop the
+    # ordering of its pending writes)
+    picky = _CudaClaimingProducer(q, TypeError("stream must be an int on this device"))
+    with pytest.raises(ValueError, match=r"q: __dlpack__\(\) failed: TypeError: stream must be an int"):
+        aiter_mha.mha_fwd(picky, k, v)
+    assert picky.calls == [{"stream": 1}]
+
+
 def test_out_and_lse_validation():
     q, k, v = qkv(b=2, sq=16, h=4, d=64)
     with pytest.raises(ValueError, match=r"out has shape \[2, 16, 4, 32\]; expected .* = \[2, 16, 4, 64\]"):

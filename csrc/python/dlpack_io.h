@@ -488,11 +488,14 @@ class ImportedTensor
                 }
                 catch (py::error_already_set& e)
                 {
-                    // only a __dlpack__ predating the keyword goes on without it (nothing to order then); any other
-                    // TypeError is the producer's answer
-                    const std::string what = e.what();
-                    if (!e.matches(PyExc_TypeError) || (what.find("unexpected keyword") == std::string::npos &&
-                                                        what.find("incompatible function arguments") == std::string::npos))
+                    // only a __dlpack__ predating the keyword goes on without it (nothing to order then: "got an
+                    // unexpected keyword argument", "takes no keyword arguments", pybind11's "incompatible function
+                    // arguments"); any other TypeError is the producer's answer
+                    if (!e.matches(PyExc_TypeError))
+                        throw;
+                    const std::string what = py::str(e.value()); // the message alone (what() adds the traceback)
+                    if (what.find("keyword") == std::string::npos &&
+                        what.find("incompatible function arguments") == std::string::npos)
                         throw;
                 }
             }
