@@ -87,4 +87,4 @@ def test_call_on_cuda1_makes_no_context_on_cuda0():
     assert float(rows["ERR"]) < 2e-2, r.stdout
     assert rows["ACTIVE0_BWD"] == "0", r.stdout
     assert float(rows["BWD_REL"]) < 2e-2, r.stdout  # bf16 gradients, relative to the largest reference gradient
-    assert "is a stream of cuda:0 but the arrays are on cuda:1" in rows["STREAM0"], r.stdout
+    assert "stream is a stream of cuda:0 but q is on cuda:1" in rows["STREAM0"], r.stdout

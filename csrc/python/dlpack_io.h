@@ -192,25 +192,57 @@ class DeviceGuard
     bool switched_ = false;
 };
 
-// A stream handle of the call must queue on the arrays' device. The default streams (0 / 1 legacy, 2 per-thread) are
-// the current device's, which is the arrays' during the call; any other handle is asked for its device: CUDA refuses a
-// launch on another device's stream, but only after the call had allocated and (the backward) zero-filled outputs.
-// A handle that is no live stream cannot be told apart from one safely (as everywhere in CUDA): CUDA's answer is raised.
-inline void check_stream_device(uintptr_t strm, int device)
+// The device of a stream handle (not 0 / 1 / 2) from the driver: its context, made current for the query and then
+// popped (no context is made or left behind). Driver calls through the runtime's entry points, so any toolkit and
+// driver the library supports answers; CUDA_ERROR_NOT_SUPPORTED when the driver lacks one of them.
+inline CUresult stream_device(uintptr_t strm, int& device)
+{
+    static const auto get_ctx = mha::driver_entry_point<PFN_cuStreamGetCtx_v9020>("cuStreamGetCtx", 9020);
+    static const auto push    = mha::driver_entry_point<PFN_cuCtxPushCurrent_v4000>("cuCtxPushCurrent", 4000);
+    static const auto pop     = mha::driver_entry_point<PFN_cuCtxPopCurrent_v4000>("cuCtxPopCurrent", 4000);
+    static const auto get_dev = mha::driver_entry_point<PFN_cuCtxGetDevice_v2000>("cuCtxGetDevice", 2000);
+    if (get_ctx == nullptr || push == nullptr || pop == nullptr || get_dev == nullptr)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUcontext ctx = nullptr;
+    CUresult r    = get_ctx(reinterpret_cast<CUstream>(strm), &ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = push(ctx)) != CUDA_SUCCESS)
+        return r;
+    CUdevice_v1 dev = 0;
+    r               = get_dev(&dev);
+    CUcontext popped = nullptr;
+    pop(&popped);
+    if (r == CUDA_SUCCESS)
+        device = static_cast<int>(dev);
+    return r;
+}
+
+// A stream handle of the call must queue on `whose` device (an array's name, or "the arrays"). The default streams
+// (0 / 1 legacy, 2 per-thread) are the current device's, which is the arrays' during the call; any other handle is
+// asked for its device: CUDA refuses a launch on another device's stream, but only after the call had allocated and
+// (the backward) zero-filled outputs. A handle that is no live stream cannot be told apart from one safely (as
+// everywhere in CUDA): the driver's answer is raised; a driver that cannot answer leaves the check to the launch.
+inline void check_stream_device(uintptr_t strm, int device, const std::string& whose)
 {
     if (strm <= kStreamPerThread)
         return;
-    DeviceGuard guard(device); // a runtime call with no context current would make the current device's (cuda:0)
-    int on = -1;
-    const cudaError_t e = cudaStreamGetDevice(reinterpret_cast<cudaStream_t>(strm), &on);
-    if (e != cudaSuccess)
+    int on           = -1;
+    const CUresult r = stream_device(strm, on);
+    if (r == CUDA_ERROR_NOT_SUPPORTED)
+        return;
+    if (r != CUDA_SUCCESS)
     {
-        cudaGetLastError();
-        raise(PyExc_ValueError, cuda_error("stream: cudaStreamGetDevice", e) + " (not a usable CUDA stream)");
+        static const auto name = mha::driver_entry_point<PFN_cuGetErrorName_v6000>("cuGetErrorName", 6000);
+        const char* text       = nullptr;
+        if (name == nullptr || name(r, &text) != CUDA_SUCCESS || text == nullptr)
+            text = "an unknown error";
+        invalid("stream is not a usable CUDA stream (the driver says " + std::string(text) + ")");
     }
     if (on != device)
-        invalid("stream is a stream of cuda:" + std::to_string(on) + " but the arrays are on cuda:" +
-                std::to_string(device) + "; pass a stream of their device");
+        invalid("stream is a stream of cuda:" + std::to_string(on) + " but " + whose +
+                (whose == "the arrays" ? " are" : " is") + " on cuda:" + std::to_string(device) +
+                "; pass a stream of that device");
 }
 
 // The calling thread's context at construction, put back at destruction whatever happened in between.
@@ -488,24 +520,29 @@ class ImportedTensor
                 }
                 catch (py::error_already_set& e)
                 {
-                    // only a __dlpack__ predating the keyword goes on without it (nothing to order then: "got an
-                    // unexpected keyword argument", "takes no keyword arguments", pybind11's "incompatible function
-                    // arguments"); any other TypeError is the producer's answer
+                    // only a __dlpack__ predating the keyword goes on without it (nothing to order then: Python's "got
+                    // an unexpected keyword argument" / "takes no keyword arguments", pybind11's "incompatible
+                    // function arguments"); any other TypeError is the producer's answer
                     if (!e.matches(PyExc_TypeError))
                         throw;
                     const std::string what = py::str(e.value()); // the message alone (what() adds the traceback)
-                    if (what.find("keyword") == std::string::npos &&
+                    if (what.find("unexpected keyword argument") == std::string::npos &&
+                        what.find("takes no keyword arguments") == std::string::npos &&
                         what.find("incompatible function arguments") == std::string::npos)
                         throw;
                 }
             }
             return obj.attr("__dlpack__")();
         };
-        // A stream names a queue of the array's device, so that device is current while the array exports (outside
-        // the try below: a CUDA failure switching to it stays a RuntimeError).
+        // A stream names a queue of the array's device: one of another device is refused before the producer
+        // queues anything on it, and the array's device is current while it exports (outside the try below: a CUDA
+        // failure switching to it stays a RuntimeError).
         std::optional<DeviceGuard> on_device;
         if (on_cuda && device >= 0)
+        {
+            check_stream_device(ours, device, name_);
             on_device.emplace(device);
+        }
         try
         {
             try
