@@ -727,7 +727,8 @@ constexpr const char* kModuleDoc =
     "stream:  cudaStream_t as an int (0: default stream), or an object with .cuda_stream / .ptr. Not the\n"           \
     "         caller's current stream (AITER's torch ops use that): under torch.cuda.stream(s) pass stream=s.\n"      \
     "         Every kernel runs on it, preallocated outputs are written on it, and inputs must outlive its work\n"    \
-    "         (a temporary such as x.contiguous() passed inline is released when the call returns).\n"                \
+    "         (a temporary such as x.contiguous() passed inline is released when the call returns). It must be a\n"    \
+    "         stream of the arrays' device (ValueError otherwise); 2 is the per-thread default stream.\n"              \
     "use_asm_v3: try the Hopper (sm90a) kernels first.\n\n"                                                            \
     "Returns out, then lse if return_lse (or lse given), then randval if return_randval: a single array when only\n"  \
     "out is returned, else a tuple in that order. Raises ValueError on invalid input or when the library rejects\n"    \
