@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <memory>
@@ -192,11 +193,19 @@ class DeviceGuard
     bool switched_ = false;
 };
 
-// The device of a stream handle (not 0 / 1 / 2) from the driver: its context, made current for the query and then
-// popped (no context is made or left behind). Driver calls through the runtime's entry points, so any toolkit and
-// driver the library supports answers; CUDA_ERROR_NOT_SUPPORTED when the driver lacks one of them.
+// The device of a stream handle (not 0 / 1 / 2) from the driver: its context, whose device is asked once (made
+// current for the query and then popped: no context is made or left behind) and kept per thread, so a call pays one
+// driver call per array. Driver calls through the runtime's entry points, so any toolkit and driver the library
+// supports answers; CUDA_ERROR_NOT_SUPPORTED when the driver lacks one of them.
 inline CUresult stream_device(uintptr_t strm, int& device)
 {
+    struct Known
+    {
+        CUcontext ctx = nullptr;
+        int device    = -1;
+    };
+    thread_local std::array<Known, 8> known{};
+    thread_local size_t next = 0;
     static const auto get_ctx = mha::driver_entry_point<PFN_cuStreamGetCtx_v9020>("cuStreamGetCtx", 9020);
     static const auto push    = mha::driver_entry_point<PFN_cuCtxPushCurrent_v4000>("cuCtxPushCurrent", 4000);
     static const auto pop     = mha::driver_entry_point<PFN_cuCtxPopCurrent_v4000>("cuCtxPopCurrent", 4000);
@@ -207,15 +216,23 @@ inline CUresult stream_device(uintptr_t strm, int& device)
     CUresult r    = get_ctx(reinterpret_cast<CUstream>(strm), &ctx);
     if (r != CUDA_SUCCESS)
         return r;
+    for (const Known& k : known)
+        if (k.ctx == ctx && ctx != nullptr)
+        {
+            device = k.device;
+            return CUDA_SUCCESS;
+        }
     if ((r = push(ctx)) != CUDA_SUCCESS)
         return r;
     CUdevice_v1 dev = 0;
     r               = get_dev(&dev);
     CUcontext popped = nullptr;
     pop(&popped);
-    if (r == CUDA_SUCCESS)
-        device = static_cast<int>(dev);
-    return r;
+    if (r != CUDA_SUCCESS)
+        return r;
+    device            = static_cast<int>(dev);
+    known[next++ % 8] = {ctx, device};
+    return CUDA_SUCCESS;
 }
 
 // A stream handle of the call must queue on `whose` device (an array's name, or "the arrays"). The default streams
