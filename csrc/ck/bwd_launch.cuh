@@ -17,6 +17,21 @@ cudaError_t run_bwd(const BwdParams& p, cudaStream_t stream)
 {
     const dim3 row_grid((p.max_seqlen_q + 15) / 16, p.nhead_q, p.batch);
     cudaError_t err = cudaSuccess;
+    // The main kernel's shared memory first: the device pass picked its Q / dO stage count by arch
+    // (bwd_traits.cuh), and a refusal here must come before anything writes the caller's D / d_sink / rand_val.
+    auto kernel = &bwd_kernel<Kt>;
+    int smem    = 0;
+    if (p.max_seqlen_k > 0)
+    {
+        int dev = 0, major = 0, minor = 0;
+        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+            (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+            (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
+            return err;
+        smem = Kt::smem_bytes_for(major * 10 + minor);
+        if ((err = set_max_dynamic_smem(kernel, smem)) != cudaSuccess)
+            return err;
+    }
     if (p.max_seqlen_q > 0)
     {
         bwd_dot_do_o<Kt><<<row_grid, 128, 0, stream>>>(p);
@@ -37,16 +52,6 @@ cudaError_t run_bwd(const BwdParams& p, cudaStream_t stream)
     }
     if (p.max_seqlen_k > 0) // keys without queries still get dK = dV = 0
     {
-        // the device pass picked its Q / dO stage count by arch (bwd_traits.cuh); size shared memory to match
-        int dev = 0, major = 0, minor = 0;
-        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
-            (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
-            (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
-            return err;
-        const int smem = Kt::smem_bytes_for(major * 10 + minor);
-        auto kernel    = &bwd_kernel<Kt>;
-        if ((err = set_max_dynamic_smem(kernel, smem)) != cudaSuccess)
-            return err;
         const dim3 grid((p.max_seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN, p.nhead_q, p.batch);
         kernel<<<grid, Kt::kNThreads, smem, stream>>>(p);
         if ((err = cudaGetLastError()) != cudaSuccess)
