@@ -189,7 +189,6 @@ py::object run_fwd(const py::object& q_obj, const py::object& k_obj, const py::o
         if (x != nullptr)
             x->check_device(&q);
     const int device = q.device().device_id;
-    check_stream_device(strm, device, "the arrays");
 
     // Group mode: the sequence arrays are read back (one small copy that synchronizes the stream) and checked as
     // mha_varlen_bwd checks them: starts inside q / k's rows, non-decreasing, seqused_* within each segment,
@@ -587,7 +586,6 @@ py::object paged_attention_v1_core(const py::object& out_o, const py::object& ws
         t->check_device(&q);
     if (alibi)
         alibi->check_device(&q);
-    check_stream_device(strm, q.device().device_id, "the arrays");
 
     aiter::paged_attention_args a{};
     fill_common(a, q, tables, lens, out);
@@ -658,7 +656,6 @@ py::object pa_fwd_asm(const py::object& q_o, const py::object& k_o, const py::ob
     if (out_in)
         out_in->check_device(&q);
     const int device = q.device().device_id;
-    check_stream_device(strm, device, "the arrays");
     std::shared_ptr<DeviceStorage> out_buf;
     if (!out_in)
         out_buf = DeviceStorage::allocate(device, qt, {q.size(0), q.size(1), q.size(2)});

@@ -307,7 +307,6 @@ inline py::object run_bwd(const BwdArgs& o, const BwdVarlen* vl)
         if (x != nullptr)
             x->check_device(&q);
     const int device = q.device().device_id;
-    check_stream_device(strm, device, "the arrays");
 
     // Group mode: the longest logical lengths, checked against max_seqlen_* and the bias width.
     Seqlens lens{s_q, s_k};

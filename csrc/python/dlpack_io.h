@@ -235,11 +235,13 @@ inline CUresult stream_device(uintptr_t strm, int& device)
     return CUDA_SUCCESS;
 }
 
-// A stream handle of the call must queue on `whose` device (an array's name, or "the arrays"). The default streams
-// (0 / 1 legacy, 2 per-thread) are the current device's, which is the arrays' during the call; any other handle is
-// asked for its device: CUDA refuses a launch on another device's stream, but only after the call had allocated and
-// (the backward) zero-filled outputs. A handle that is no live stream cannot be told apart from one safely (as
-// everywhere in CUDA): the driver's answer is raised; a driver that cannot answer leaves the check to the launch.
+// A stream handle of the call must queue on the device of array `whose` (checked as each array is imported, before
+// its producer queues anything on the stream). The default streams (0 / 1 legacy, 2 per-thread) are the current
+// device's, which is the arrays' during the call; any other handle is asked for its device: CUDA refuses a launch on
+// another device's stream, but only after the call had allocated and (the backward) zero-filled outputs. A capsule
+// passed as such names its device only once consumed: the launch answers for it. A handle that is no live stream
+// cannot be told apart from one safely (as everywhere in CUDA): the driver's answer is raised; a driver that cannot
+// answer leaves the check to the launch.
 inline void check_stream_device(uintptr_t strm, int device, const std::string& whose)
 {
     if (strm <= kStreamPerThread)
@@ -257,9 +259,8 @@ inline void check_stream_device(uintptr_t strm, int device, const std::string& w
         invalid("stream is not a usable CUDA stream (the driver says " + std::string(text) + ")");
     }
     if (on != device)
-        invalid("stream is a stream of cuda:" + std::to_string(on) + " but " + whose +
-                (whose == "the arrays" ? " are" : " is") + " on cuda:" + std::to_string(device) +
-                "; pass a stream of that device");
+        invalid("stream is a stream of cuda:" + std::to_string(on) + " but " + whose + " is on cuda:" +
+                std::to_string(device) + "; pass a stream of that device");
 }
 
 // The calling thread's context at construction, put back at destruction whatever happened in between.
