@@ -262,6 +262,34 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
         why_not = "bias, dropout, soft-cap, sinks and group mode are not covered";
         return nullptr;
     }
+    if (a.cu_seqlen_q_ptr != nullptr || a.cu_seqlen_k_ptr != nullptr)
+    {
+        why_not = "batch-mode logical lengths (cu_seqlen_q / cu_seqlen_k) are not covered";
+        return nullptr;
+    }
+    // the tensor copies: 16-byte aligned bases and strides (an extent-1 dimension's stride is never used); the
+    // epilogue's 4-byte stores of O
+    auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+    auto stride_ok = [](int64_t stride, int64_t extent, int unit) { return extent == 1 || stride % unit == 0; };
+    const bool copies_ok =
+        aligned16(a.q_ptr) && aligned16(a.k_ptr) && aligned16(a.v_ptr) && a.stride_q % 8 == 0 &&
+        a.stride_k % 8 == 0 && a.stride_v % 8 == 0 && stride_ok(a.nhead_stride_q, a.nhead_q, 8) &&
+        stride_ok(a.nhead_stride_k, a.nhead_k, 8) && stride_ok(a.nhead_stride_v, a.nhead_k, 8) &&
+        stride_ok(a.batch_stride_q, a.batch, 8) && stride_ok(a.batch_stride_k, a.batch, 8) &&
+        stride_ok(a.batch_stride_v, a.batch, 8);
+    const bool out_ok = reinterpret_cast<uintptr_t>(a.o_ptr) % 4 == 0 && a.stride_o % 2 == 0 &&
+                        stride_ok(a.nhead_stride_o, a.nhead_q, 2) && stride_ok(a.batch_stride_o, a.batch, 2);
+    if (!copies_ok || !out_ok)
+    {
+        why_not = "q / k / v need 16-byte aligned pointers and strides that are multiples of 8 elements, o 4-byte "
+                  "aligned with even strides";
+        return nullptr;
+    }
+    if (a.batch > 65535 || a.nhead_q > 65535)
+    {
+        why_not = "batch and nhead_q must be at most 65535 (grid z / y)";
+        return nullptr;
+    }
     const FwdInstance* in = find_instance(Family::asm_v3, dt, a.hdim_q, a.hdim_v, 0, why_not);
     if (in != nullptr && !arch_built(90))
     {

@@ -55,6 +55,13 @@ CK_FWD_TILES = {
 for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
     _dims, _tile = _item.split("=")
     CK_FWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
+# asm ("v3") forward instances, sm_90a only (csrc/asm/sm90_fwd.cuh): (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps).
+# Three warpgroups: a TMA producer and two wgmma consumers of 64 rows each. "plain" only (no mask, causal).
+ASM_FWD_TILES = {
+    (64, 64): (128, 128, 12),
+    (128, 128): (128, 128, 12),
+}
+ASM_ARCH = "sm_90a"
 # Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), "full" only, two per head-dim pair:
 # - decode: 16 rows (one query of a packed GQA group of up to 16 heads, or a few speculative tokens) and one warp,
 #   so the tensor cores and shared memory do 16 rows of work per K/V byte instead of 64; 32-key blocks (16 above
@@ -154,7 +161,8 @@ class Instance:
 
     @property
     def compile_hint(self) -> str:
-        return f"--api {self.api} --dtypes {self.dtype} --hdims {self.dims} --variants {self.variant}"
+        arch = f" --arch {ASM_ARCH}" if self.family == "asm_v3" else ""
+        return f"--api {self.api} --dtypes {self.dtype} --hdims {self.dims} --variants {self.variant}{arch}"
 
 
 def all_instances(archs=()) -> list[Instance]:
@@ -164,6 +172,8 @@ def all_instances(archs=()) -> list[Instance]:
         for (hq, hv), (bm, bn, w) in CK_FWD_TILES.items():
             for variant in FWD_VARIANTS:
                 out.append(Instance("fwd", "ck", dtype, hq, hv, bm, bn, w, variant))
+        for (hq, hv), (bm, bn, w) in ASM_FWD_TILES.items():
+            out.append(Instance("fwd", "asm_v3", dtype, hq, hv, bm, bn, w, "plain"))
         for (hq, hv) in CK_FWD_TILES:
             for tile in splitkv_tiles(hq, hv):
                 out.append(Instance("fwd_splitkv", "ck", dtype, hq, hv, *tile, "full"))
@@ -226,12 +236,17 @@ def instance_source(i: Instance) -> str:
         traits = (f"mha::ck::BwdKernelTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {i.block_m}, {i.block_n}, "
                   f"{i.warps}, {a_sdp}, {a_dkv}, {a_dq}, {BWD_VARIANTS[i.variant]}>")
         include, params, run = "ck/bwd_launch.cuh", "BwdParams", "run_bwd"
+    elif i.api == "fwd" and i.family == "asm_v3":
+        traits = f"mha::asm90::Sm90FwdTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}>"
+        include, params, run = "asm/sm90_fwd.cuh", "FwdParams", "asm90::run_fwd_sm90"
     else:
         raise ValueError(f"no source template for {i.name}")
+    if i.family == "ck":
+        run = "ck::" + run
     return (HEADER + f'#include "{include}"\n\nnamespace mha::gen {{\n'
             f"extern const int {i.fn}_smem = {traits}::kSmemBytes;\n\n"
             f"cudaError_t {i.fn}(const mha::{params}& p, cudaStream_t stream)\n{{\n"
-            f"    return mha::ck::{run}<{traits}>(p, stream);\n}}\n}} // namespace mha::gen\n")
+            f"    return mha::{run}<{traits}>(p, stream);\n}}\n}} // namespace mha::gen\n")
 
 
 def bwd_table_source(instances, built, archs) -> str:
@@ -307,12 +322,15 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
             dims = sorted({(i.hdim, i.hdim_v) for i in mine if i.variant == variant})
             if not dims:
                 continue
-            arch = cols if fam == "ck" else ("n", cols[1], "n")
             feats = {"full": "elementwise, alibi | y (+ soft-cap, sinks)", "alibi": "alibi | n"}.get(variant, "n | n")
             hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
-            rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, group "
-                        f"| no_mask, causal t/b, windows t/b, generic | {feats} | y | "
-                        f"{arch[0]} | {arch[1]} | {arch[2]} |")
+            if fam == "ck":
+                rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, "
+                            f"group | no_mask, causal t/b, windows t/b, generic | {feats} | y | "
+                            f"{cols[0]} | {cols[1]} | {cols[2]} |")
+            else: # use_asm_v3 = true; other calls fall back to ck
+                rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch "
+                            f"| no_mask, causal t/b | n | n | y | n | {cols[1]} | n |")
     if not fwd:
         rows.append("| fwd | - | - | - | - | - | - | - | - | n | n | n |")
     bwd = [i for i in built if i.api == "bwd"]

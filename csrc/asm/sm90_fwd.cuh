@@ -1,0 +1,488 @@
+#pragma once
+// The asm ("v3") family's forward on sm_90a: one CTA per 128 query rows of one head, three warpgroups.
+//   warpgroup 0        producer: one thread issues the tensor copies of Q and of each K / V block (TMA,
+//                      128-byte swizzle) into a ring of kStages stages, each completing on an mbarrier
+//   warpgroups 1 and 2 consumers: 64 query rows each; S = Q K^T by wgmma from shared memory, the online softmax
+//                      in registers, O += P V by wgmma with P from registers
+// A consumer issues block i's S GEMM and block i-1's PV GEMM back to back and runs block i's softmax while the PV
+// GEMM is in flight (FlashAttention-3's intra-warpgroup overlap). Covers no mask and causal masks (top-left or
+// bottom-right), batch mode, MQA / GQA, LSE; csrc/api/mha_fwd.cpp (asm_instance) decides which calls come here.
+
+#include "../common/driver_api.h"
+#include "../common/func_attr.h"
+#include "../common/fwd_params.h"
+#include "../common/mbarrier.h"
+
+#include <cute/arch/mma_sm90_gmma.hpp>
+#include <cutlass/numeric_types.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <utility>
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MHA_SM90A 1
+#else
+#define MHA_SM90A 0
+#endif
+
+namespace mha::asm90 {
+
+// Tile shape and roles. Shared memory (bytes, d128): Q 32 KB + 2 stages x (K 32 KB + V 32 KB) = 160 KB; d64: Q 16 KB
+// + 3 stages x 32 KB = 112 KB. Registers: the producer warpgroup gives its registers to the consumers
+// (setmaxnreg 24 / 240: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536).
+template <typename Element_, int kHeadDim_>
+struct Sm90FwdTraits
+{
+    using Element = Element_;
+    static constexpr int kHeadDim     = kHeadDim_; // 64 or 128: whole 128-byte swizzle atoms of columns
+    static constexpr int kBlockM      = 128;       // two consumer warpgroups of 64 rows
+    static constexpr int kBlockN      = 128;       // keys per block
+    static constexpr int kStages      = kHeadDim <= 64 ? 3 : 2;
+    static constexpr int kConsumers   = 2;         // consumer warpgroups
+    static constexpr int kThreads     = 128 * (kConsumers + 1);
+    static constexpr int kAtoms       = kHeadDim / 64; // 64-column (128-byte) swizzle atoms per row
+    static constexpr int kAtomRows    = 128;           // bytes per atom row
+    static constexpr int kQBytes      = kBlockM * kHeadDim * 2;
+    static constexpr int kKvBytes     = kBlockN * kHeadDim * 2;
+    static constexpr int kProducerRegs = 24;
+    static constexpr int kConsumerRegs = 240;
+    // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers
+    static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + 8 * (1 + 3 * kStages);
+    static_assert(kHeadDim == 64 || kHeadDim == 128, "whole 128-byte atoms, at most two");
+    static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
+};
+
+// Device arguments: FwdParams' fields this kernel reads, plus the three tensor maps (4-d: column, row, head, batch).
+struct Sm90FwdParams
+{
+    TmaDesc tma_q, tma_k, tma_v;
+    void* o;
+    float* lse;
+    int64_t o_row_stride, o_head_stride, o_batch_stride;
+    int64_t lse_head_stride, lse_batch_stride;
+    int32_t seqlen_q, seqlen_k, hdim_v, head_ratio;
+    float scale, scale_log2;
+    int32_t causal;      // 1: key j visible to row i iff j <= i + diag_offset
+    int32_t diag_offset; // 0 top-left, seqlen_k - seqlen_q bottom-right
+};
+
+#if MHA_SM90A
+namespace dev {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// One box of a 4-d tensor map into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load(void* dst, const TmaDesc& map, int c0, int c1, int c2, int c3, uint64_t* bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(smem_u32(dst)),
+                 "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+// wgmma shared-memory descriptor of a 128-byte-swizzled tile (PTX ISA "matrix descriptor"): start address, leading
+// and stride byte offsets (16-byte units), layout type 1 = 128-byte swizzle. K-major operands (Q, K): rows of 128
+// bytes, 8-row groups 1024 bytes apart (SBO), LBO unused (1). MN-major (V: keys are K, head columns are N): 64
+// columns per 128-byte row, 8-key groups 1024 bytes apart (SBO), the next 64 columns `lbo` bytes on (LBO).
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes)
+{
+    return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t((lbo_bytes >> 4) & 0x3FFF) << 16 |
+           uint64_t((sbo_bytes >> 4) & 0x3FFF) << 32 | uint64_t(1) << 62;
+}
+
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        cute::warpgroup_fence_operand(r[i]);
+}
+
+template <typename Element>
+struct Gmma;
+
+template <>
+struct Gmma<cutlass::bfloat16_t>
+{
+    using SS128 = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
+    using RS128 = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+    using RS64  = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+    __device__ __forceinline__ static uint32_t pack(float lo, float hi)
+    {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&v);
+    }
+};
+
+template <>
+struct Gmma<cutlass::half_t>
+{
+    using SS128 = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
+    using RS128 = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+    using RS64  = cute::SM90::GMMA::MMA_64x64x16_F32F16F16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+    __device__ __forceinline__ static uint32_t pack(float lo, float hi)
+    {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&v);
+    }
+};
+
+// acc (64 x 128, fp32) {+}= A (shared) * B (shared)
+template <typename Atom, size_t... I>
+__device__ __forceinline__ void gmma_ss(uint64_t da, uint64_t db, float (&d)[sizeof...(I)], bool accumulate,
+                                        std::index_sequence<I...>)
+{
+    Atom::fma(da, db, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+// acc (64 x N, fp32) += A (registers) * B (shared)
+template <typename Atom, size_t... I>
+__device__ __forceinline__ void gmma_rs(const uint32_t (&a)[4], uint64_t db, float (&d)[sizeof...(I)],
+                                        std::index_sequence<I...>)
+{
+    Atom::fma(a[0], a[1], a[2], a[3], db, d[I]..., cute::SM90::GMMA::ScaleOut::One);
+}
+
+} // namespace dev
+#endif // MHA_SM90A
+
+// The consumers' per-thread share of a 64-row warpgroup tile (wgmma's accumulator layout): warp w of the warpgroup
+// holds rows 16w .. 16w + 15; lane l holds rows 16w + l / 4 and 16w + l / 4 + 8, and in each 8-column chunk j the
+// columns 8j + 2 (l % 4) and + 1, as acc[4j + {0, 1}] (first row) and acc[4j + {2, 3}] (second row).
+template <typename Kt>
+__global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_constant__ Sm90FwdParams p)
+{
+#if MHA_SM90A
+    using Element = typename Kt::Element;
+    using G       = dev::Gmma<Element>;
+    constexpr int kBlockM = Kt::kBlockM, kBlockN = Kt::kBlockN, kStages = Kt::kStages, D = Kt::kHeadDim;
+    constexpr int kAtoms = Kt::kAtoms;
+
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    unsigned char* sQ  = smem;                              // kAtoms x [128 rows][128 B]
+    unsigned char* sK  = sQ + Kt::kQBytes;                  // kStages x kAtoms x [kBlockN rows][128 B]
+    unsigned char* sV  = sK + kStages * Kt::kKvBytes;       // the same for V
+    uint64_t* bar_q    = reinterpret_cast<uint64_t*>(sV + kStages * Kt::kKvBytes);
+    uint64_t* full_k   = bar_q + 1;
+    uint64_t* full_v   = full_k + kStages;
+    uint64_t* empty    = full_v + kStages;
+
+    // heavier (causal) row blocks first
+    const int m_block = gridDim.x - 1 - blockIdx.x;
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / p.head_ratio;
+    const int m0 = m_block * kBlockM;
+    // keys the CTA's last row can see: blocks [0, n_blocks)
+    int n_cols = p.seqlen_k;
+    if (p.causal)
+        n_cols = min(n_cols, min(m0 + kBlockM, p.seqlen_q) - 1 + p.diag_offset + 1);
+    const int n_blocks = n_cols > 0 ? (n_cols + kBlockN - 1) / kBlockN : 0;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
+    if (tid == 0)
+    {
+        dev::mbar_init(bar_q, 1);
+        for (int s = 0; s < kStages; ++s)
+        {
+            dev::mbar_init(full_k + s, 1);
+            dev::mbar_init(full_v + s, 1);
+            dev::mbar_init(empty + s, Kt::kConsumers * 4); // one arrival per consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0)
+    {
+        // producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Kt::kProducerRegs));
+        if (tid == 0 && n_blocks > 0)
+        {
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_k)) : "memory");
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_v)) : "memory");
+            dev::mbar_expect_tx(bar_q, Kt::kQBytes);
+            for (int a = 0; a < kAtoms; ++a)
+                dev::tma_load(sQ + a * kBlockM * Kt::kAtomRows, p.tma_q, 64 * a, m0, h, b, bar_q);
+            for (int it = 0; it < n_blocks; ++it)
+            {
+                const int s = it % kStages;
+                if (it >= kStages)
+                    mbar_wait(dev::smem_u32(empty + s), uint32_t(((it / kStages) & 1) ^ 1));
+                unsigned char* k_dst = sK + s * Kt::kKvBytes;
+                unsigned char* v_dst = sV + s * Kt::kKvBytes;
+                dev::mbar_expect_tx(full_k + s, Kt::kKvBytes);
+                for (int a = 0; a < kAtoms; ++a)
+                    dev::tma_load(k_dst + a * kBlockN * Kt::kAtomRows, p.tma_k, 64 * a, it * kBlockN, hk, b, full_k + s);
+                dev::mbar_expect_tx(full_v + s, Kt::kKvBytes);
+                for (int a = 0; a < kAtoms; ++a)
+                    dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, it * kBlockN, hk, b, full_v + s);
+            }
+        }
+        return;
+    }
+
+    // consumers
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Kt::kConsumerRegs));
+    const int cw = wg - 1;                  // consumer warpgroup: rows 64 cw .. 64 cw + 63 of the tile
+    const int wrow = 16 * (warp % 4);       // the warp's first row in the warpgroup
+    const int g = lane / 4, t = lane % 4;
+    const int row0 = m0 + 64 * cw + wrow + g; // this thread's rows: row0, row0 + 8
+
+    constexpr int kSRegs = kBlockN / 2; // 64 x kBlockN accumulator: kBlockN / 2 floats per thread
+    constexpr int kORegs = D / 2;
+    float o[kORegs];
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i)
+        o[i] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+    if (n_blocks > 0)
+    {
+        mbar_wait(dev::smem_u32(bar_q), 0);
+        const uint32_t q_base = dev::smem_u32(sQ) + 64 * cw * Kt::kAtomRows;
+
+        // S = Q K_blk^T for the stage's K (issued, not waited for)
+        auto issue_s = [&](float (&s)[kSRegs], int st) {
+            const uint32_t k_base = dev::smem_u32(sK + st * Kt::kKvBytes);
+            dev::fence_regs(s);
+            cute::warpgroup_arrive();
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+            {
+                const uint32_t off_q = (kk / 4) * kBlockM * Kt::kAtomRows + (kk % 4) * 32;
+                const uint32_t off_k = (kk / 4) * kBlockN * Kt::kAtomRows + (kk % 4) * 32;
+                dev::gmma_ss<typename G::SS128>(dev::desc_sw128(q_base + off_q, 16, 1024),
+                                                dev::desc_sw128(k_base + off_k, 16, 1024), s, kk > 0,
+                                                std::make_index_sequence<kSRegs>{});
+            }
+            cute::warpgroup_commit_batch();
+        };
+        // O += P V_blk for the stage's V (issued, not waited for)
+        auto issue_pv = [&](const uint32_t (&pa)[kBlockN / 16][4], int st) {
+            const uint32_t v_base = dev::smem_u32(sV + st * Kt::kKvBytes);
+            dev::fence_regs(o);
+            cute::warpgroup_arrive();
+#pragma unroll
+            for (int kk = 0; kk < kBlockN / 16; ++kk)
+            {
+                const uint64_t dv = dev::desc_sw128(v_base + kk * 16 * Kt::kAtomRows, kBlockN * Kt::kAtomRows, 1024);
+                if constexpr (D == 128)
+                    dev::gmma_rs<typename G::RS128>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
+                else
+                    dev::gmma_rs<typename G::RS64>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
+            }
+            cute::warpgroup_commit_batch();
+        };
+        // Masks key columns past seqlen_k and, causal, right of the diagonal (-inf), for blocks that need it.
+        auto mask = [&](float (&s)[kSRegs], int it) {
+            const int n0 = it * kBlockN;
+            const int first_row = m0 + 64 * cw;
+            const bool tail = n0 + kBlockN > p.seqlen_k;
+            const bool diag = p.causal && n0 + kBlockN - 1 > first_row + p.diag_offset;
+            if (!tail && !diag)
+                return;
+#pragma unroll
+            for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                {
+                    const int col = n0 + 8 * j + 2 * t + (e & 1);
+                    const int row = row0 + 8 * (e >> 1);
+                    int limit = p.seqlen_k;
+                    if (p.causal)
+                        limit = min(limit, row + p.diag_offset + 1);
+                    if (col >= limit)
+                        s[4 * j + e] = -INFINITY;
+                }
+        };
+        // Online softmax of block scores s, in place: the new row maxima, s = exp2((s - max) * scale_log2), the
+        // row sums, and in `alpha` the factor for the O accumulated so far. Runs while the previous block's PV
+        // GEMM is in flight; pack() and rescale_o() wait for it.
+        uint32_t pa[kBlockN / 16][4];
+        float alpha[2];
+        auto softmax = [&](float (&s)[kSRegs]) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+            {
+                float m = row_max[r];
+#pragma unroll
+                for (int j = 0; j < kBlockN / 8; ++j)
+                    m = fmaxf(m, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+                // a row with nothing visible yet keeps max = -inf: shift by 0 so exp2(-inf) = 0, not NaN
+                const float shift = m == -INFINITY ? 0.f : m * p.scale_log2;
+                alpha[r] = exp2f(row_max[r] * p.scale_log2 - shift);
+                row_max[r] = m;
+                float sum = 0.f;
+#pragma unroll
+                for (int j = 0; j < kBlockN / 8; ++j)
+                {
+                    const float x0 = exp2f(fmaf(s[4 * j + 2 * r], p.scale_log2, -shift));
+                    const float x1 = exp2f(fmaf(s[4 * j + 2 * r + 1], p.scale_log2, -shift));
+                    s[4 * j + 2 * r] = x0, s[4 * j + 2 * r + 1] = x1;
+                    sum += x0 + x1;
+                }
+                row_sum[r] = row_sum[r] * alpha[r] + sum;
+            }
+        };
+        // P as the PV GEMM's A fragments: k-step kk covers the chunks 2 kk and 2 kk + 1 (m16n8k16's A layout)
+        auto pack = [&](const float (&s)[kSRegs]) {
+#pragma unroll
+            for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    pa[kk][i] = G::pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+        };
+        auto rescale_o = [&]() {
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j)
+            {
+                o[4 * j + 0] *= alpha[0], o[4 * j + 1] *= alpha[0];
+                o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+            }
+        };
+        auto release = [&](int st) {
+            if (lane == 0)
+                dev::mbar_arrive(empty + st);
+        };
+
+        float s[kSRegs];
+        // block 0
+        mbar_wait(dev::smem_u32(full_k), 0);
+        issue_s(s, 0);
+        cute::warpgroup_wait<0>();
+        dev::fence_regs(s);
+        mask(s, 0);
+        softmax(s); // O is still 0: no rescale
+        pack(s);
+        for (int it = 1; it < n_blocks; ++it)
+        {
+            const int st = it % kStages, prev = (it - 1) % kStages;
+            mbar_wait(dev::smem_u32(full_k + st), uint32_t((it / kStages) & 1));
+            issue_s(s, st);
+            mbar_wait(dev::smem_u32(full_v + prev), uint32_t(((it - 1) / kStages) & 1));
+            issue_pv(pa, prev);
+            cute::warpgroup_wait<1>(); // this block's S is in; the previous block's PV GEMM may still run
+            dev::fence_regs(s);
+            mask(s, it);
+            softmax(s);
+            cute::warpgroup_wait<0>(); // the PV GEMM has read pa and written o
+            dev::fence_regs(o);
+            release(prev);
+            rescale_o();
+            pack(s);
+        }
+        const int last = (n_blocks - 1) % kStages;
+        mbar_wait(dev::smem_u32(full_v + last), uint32_t(((n_blocks - 1) / kStages) & 1));
+        issue_pv(pa, last);
+        cute::warpgroup_wait<0>();
+        dev::fence_regs(o);
+        release(last);
+    }
+
+    // epilogue: O / row sum, LSE
+    Element* out = static_cast<Element*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(h) * p.o_head_stride;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+    {
+        float sum = row_sum[r];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        const int row = row0 + 8 * r;
+        if (row < p.seqlen_q)
+        {
+            Element* orow = out + int64_t(row) * p.o_row_stride;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j)
+            {
+                const int col = 8 * j + 2 * t;
+                if (col < p.hdim_v)
+                {
+                    const uint32_t v = G::pack(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+                    *reinterpret_cast<uint32_t*>(orow + col) = v;
+                }
+            }
+            if (p.lse != nullptr && t == 0)
+                p.lse[int64_t(b) * p.lse_batch_stride + int64_t(h) * p.lse_head_stride + row] =
+                    sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
+        }
+    }
+#endif // MHA_SM90A
+}
+
+// Host: the three tensor maps of a call (false when the driver has none or rejects a stride; csrc/api checked the
+// alignment rules before, so that is not expected).
+inline bool encode_sm90_maps(Sm90FwdParams& a, const FwdParams& p, int block_m, int block_n)
+{
+    static const auto encode = driver_entry_point<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
+    if (encode == nullptr)
+        return false;
+    auto one = [&](TmaDesc& out, const void* base, int cols, int rows, int heads, int box_rows, int64_t row_stride,
+                   int64_t head_stride, int64_t batch_stride) {
+        const int64_t eb = 2;
+        cuuint64_t dims[4]    = {cuuint64_t(cols), cuuint64_t(rows > 0 ? rows : 1), cuuint64_t(heads),
+                                 cuuint64_t(p.batch)};
+        cuuint64_t strides[3] = {cuuint64_t(row_stride * eb), cuuint64_t(head_stride * eb),
+                                 cuuint64_t(batch_stride * eb)};
+        // a dimension of extent 1 is never stepped over: give it a stride the encoder accepts
+        for (int d = 1; d < 4; ++d)
+            if (dims[d] == 1)
+                strides[d - 1] = 16;
+        const cuuint32_t box[4]  = {64, cuuint32_t(box_rows), 1, 1};
+        const cuuint32_t unit[4] = {1, 1, 1, 1};
+        return encode(reinterpret_cast<CUtensorMap*>(&out), CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base),
+                      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    };
+    return one(a.tma_q, p.q, p.hdim_q, p.seqlen_q, p.nhead_q, block_m, p.q_row_stride, p.q_head_stride,
+               p.q_batch_stride) &&
+           one(a.tma_k, p.k, p.hdim_q, p.seqlen_k, p.nhead_k, block_n, p.k_row_stride, p.k_head_stride,
+               p.k_batch_stride) &&
+           one(a.tma_v, p.v, p.hdim_v, p.seqlen_k, p.nhead_k, block_n, p.v_row_stride, p.v_head_stride,
+               p.v_batch_stride);
+}
+
+template <typename Kt>
+cudaError_t run_fwd_sm90(const FwdParams& p, cudaStream_t stream)
+{
+    Sm90FwdParams a{};
+    if (!encode_sm90_maps(a, p, Kt::kBlockM, Kt::kBlockN))
+        return cudaErrorInvalidValue;
+    a.o = p.o, a.lse = p.lse;
+    a.o_row_stride = p.o_row_stride, a.o_head_stride = p.o_head_stride, a.o_batch_stride = p.o_batch_stride;
+    a.lse_head_stride = p.lse_head_stride, a.lse_batch_stride = p.lse_batch_stride;
+    a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k, a.hdim_v = p.hdim_v, a.head_ratio = p.head_ratio;
+    a.scale = p.scale, a.scale_log2 = p.scale_log2;
+    a.causal      = p.mask.is_none() ? 0 : 1;
+    a.diag_offset = p.mask.bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+    auto kernel = &sm90_fwd_kernel<Kt>;
+    cudaError_t err = set_max_dynamic_smem(kernel, Kt::kSmemBytes);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid((p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
+    kernel<<<grid, Kt::kThreads, Kt::kSmemBytes, stream>>>(a);
+    return cudaGetLastError();
+}
+
+} // namespace mha::asm90
