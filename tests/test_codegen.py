@@ -36,9 +36,9 @@ def test_filters_select_the_expected_instances():
     inst = gen.all_instances()
     # plain: the ck instance and the asm (sm_90a) one
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
-        "fmha_fwd_ck_bf16_d128_b128x48_w4_plain", "fmha_fwd_asm_v3_bf16_d128_b128x128_w12_plain"]
+        "fmha_fwd_ck_bf16_d128_b128x48_w4_plain", "fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain"]
     assert sorted(i.name for i in inst if i.family == "asm_v3") == [
-        f"fmha_fwd_asm_v3_{t}_d{d}_b128x128_w12_plain" for t in ("bf16", "fp16") for d in (128, 64)]
+        f"fmha_fwd_asm_v3_{t}_d{d}_b128x{n}_w12_plain" for t in ("bf16", "fp16") for d, n in ((128, 176), (64, 176))]
     # 192/128 and 192/192 x 2 dtypes: fwd plain + alibi + full, split-KV decode + prefill, bwd plain + alibi +
     # dropout + full
     assert len(gen.select(inst, None, None, ["192"], "")) == 36
@@ -63,7 +63,7 @@ def test_table_keeps_unbuilt_rows_with_a_hint():
     # every other known instance is listed, not built (null launch and shared-memory size)
     assert text.count("nullptr") == 2 * (len(fwd) - 2)
     assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain" in text
-    assert ('{Family::asm_v3, mha::DType::bf16, 128, 128, 0, false, 128, "fmha_fwd_asm_v3_bf16_d128_b128x128_w12_plain", '
+    assert ('{Family::asm_v3, mha::DType::bf16, 128, 128, 0, false, 128, "fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain", '
             '"--api fwd --dtypes bf16 --hdims 128x128 --variants plain --arch sm_90a", '
             '&mha::gen::launch_fwd_asm_v3_bf16_d128_dv128_m128_plain') in text
     assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain_smem" in text
@@ -97,14 +97,14 @@ def test_list_prints_instances_and_support_table():
     assert "instances: 3 selected of 148 known" in r.stdout
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
-    assert "[x] fmha_fwd_asm_v3_bf16_d128_b128x128_w12_plain" in r.stdout
+    assert "[x] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r.stdout
     asm_row = next(l for l in r.stdout.splitlines() if l.startswith("| fwd | asm_v3 (plain)"))
     assert "| batch | no_mask, causal t/b |" in asm_row and asm_row.endswith("| n | y | n |"), asm_row
     # the asm family is sm_90a code: a build without that target leaves it out
     r80 = run_compile("--list", "--preset", "ci", "--arch", "sm_80")
     assert r80.returncode == 0, r80.stderr
     assert "instances: 2 selected of 148 known" in r80.stdout
-    assert "[ ] fmha_fwd_asm_v3_bf16_d128_b128x128_w12_plain" in r80.stdout and "asm_v3 (plain)" not in r80.stdout
+    assert "[ ] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r80.stdout and "asm_v3 (plain)" not in r80.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
     # the arch columns are the build's: sm_90a only
     fwd_row = next(l for l in r.stdout.splitlines() if l.startswith("| fwd | ck (plain)"))

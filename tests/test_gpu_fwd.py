@@ -154,6 +154,19 @@ def run_and_check(dtype, d, mask, sq, sk, hk, b=2, h=4, seed=None, use_asm_v3=Fa
     what = f"{dtype} d={d} {mask} b={b} h={h} h_k={hk} sq={sq} sk={sk}"
     ref_lse = check_out(out, q, k, v, 1.0 / math.sqrt(d), mask_type, left, right, what)
     check_lse(lse, ref_lse, what)
+    if use_asm_v3:
+        check_asm_ran(mask, sq, sk, d)
+
+
+def check_asm_ran(mask, sq, sk, d):
+    """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
+    on an sm_90 GPU, a use_asm_v3 call the asm family covers (d <= 128, no mask or causal, top-left only where
+    sq == sk) must have run on it, not fallen back to ck."""
+    covered = (torch.cuda.get_device_capability() == (9, 0) and d <= 128 and sq > 0 and
+               (mask != "causal_top_left" or sq == sk))
+    if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
+        name = aiter_mha.last_kernel_name()
+        assert "_asm_v3_" in name, f"use_asm_v3 call ran {name}"
 
 
 # ------------------------------------------------------------------------------------------------ correctness grid
@@ -170,15 +183,20 @@ def grid_cases():
     return full + random.Random(20240611).sample(rest, SAMPLED)
 
 
+FAMILIES = {"ck": False, "asm": True} # use_asm_v3
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("dt, d, mask, sq, sk, hk", grid_cases())
-def test_fwd_grid(dt, d, mask, sq, sk, hk):
-    run_and_check(DTYPES[dt], d, mask, sq, sk, hk)
+def test_fwd_grid(dt, d, mask, sq, sk, hk, family):
+    run_and_check(DTYPES[dt], d, mask, sq, sk, hk, use_asm_v3=FAMILIES[family])
 
 
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("mask", list(MASKS))
 @pytest.mark.parametrize("sq, sk", [(113, 203), (256, 256), (300, 77)])
-def test_bhsd_views(dt, mask, sq, sk):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_bhsd_views(dt, mask, sq, sk, family):
     """q/k/v and out are transposed views of [b, h, s, d] storage: strides, not layout, must drive the kernel."""
     dtype, b, h, hk, d = DTYPES[dt], 2, 4, 2, 64
     mask_type = MASKS[mask]
@@ -186,13 +204,16 @@ def test_bhsd_views(dt, mask, sq, sk):
     assert q.stride(-1) == 1 and not q.is_contiguous()
     out = torch.full((b, h, sq, d), math.nan, device=DEV, dtype=dtype).transpose(1, 2)
     _, lse = poisoned_outputs(b, sq, h, d, dtype)
-    aiter_mha.mha_fwd(q, k, v, mask=mask, out=out, lse=lse)  # lse given: LSE is written
+    aiter_mha.mha_fwd(q, k, v, mask=mask, out=out, lse=lse, use_asm_v3=FAMILIES[family])  # lse given: written
     torch.cuda.synchronize()
     ref_lse = check_out(out, q, k, v, 1 / math.sqrt(d), mask_type, *MASK_WINDOWS[mask_type], f"bhsd {dt} {mask}")
     check_lse(lse, ref_lse, f"bhsd {dt} {mask}")
+    if FAMILIES[family]:
+        check_asm_ran(mask, sq, sk, d)
 
 
-def test_size_one_dims_with_any_stride():
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_size_one_dims_with_any_stride(family):
     """PyTorch up to 2.9 exports the stride of a size-1 dim as 1 through DLPack: a decode step (batch 1, one query)
     over MQA reaches the library with such strides; it never steps along those dims, so they must not matter."""
     dtype, d = torch.bfloat16, 128
@@ -204,10 +225,12 @@ def test_size_one_dims_with_any_stride():
     q, k, v = ones(q), ones(k), ones(v)
     out, lse = poisoned_outputs(1, 1, 8, d, dtype)
     out, lse = ones(out), ones(lse)
-    aiter_mha.mha_fwd(q, k, v, out=out, lse=lse)
+    aiter_mha.mha_fwd(q, k, v, out=out, lse=lse, use_asm_v3=FAMILIES[family])
     torch.cuda.synchronize()
     ref_lse = check_out(out, q, k, v, 1 / math.sqrt(d), 0, -1, -1, "size-1 strides")
     check_lse(lse, ref_lse, "size-1 strides")
+    if FAMILIES[family]:
+        check_asm_ran("none", 1, 300, d)
 
 
 def random_configs(n=20, seed=7):
@@ -221,9 +244,11 @@ def random_configs(n=20, seed=7):
     return cfgs
 
 
+@pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("cfg", random_configs(), ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
-def test_random_shapes(cfg):
-    run_and_check(DTYPES[cfg["dt"]], cfg["d"], cfg["mask"], cfg["sq"], cfg["sk"], cfg["hk"], b=cfg["b"], h=cfg["h"])
+def test_random_shapes(cfg, family):
+    run_and_check(DTYPES[cfg["dt"]], cfg["d"], cfg["mask"], cfg["sq"], cfg["sk"], cfg["hk"], b=cfg["b"], h=cfg["h"],
+                  use_asm_v3=FAMILIES[family])
 
 
 @pytest.mark.parametrize("dt", list(DTYPES))

@@ -272,12 +272,13 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
     auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
     auto stride_ok = [](int64_t stride, int64_t extent, int unit) { return extent == 1 || stride % unit == 0; };
     const bool copies_ok =
-        aligned16(a.q_ptr) && aligned16(a.k_ptr) && aligned16(a.v_ptr) && a.stride_q % 8 == 0 &&
-        a.stride_k % 8 == 0 && a.stride_v % 8 == 0 && stride_ok(a.nhead_stride_q, a.nhead_q, 8) &&
+        aligned16(a.q_ptr) && aligned16(a.k_ptr) && aligned16(a.v_ptr) && stride_ok(a.stride_q, a.seqlen_q, 8) &&
+        stride_ok(a.stride_k, a.seqlen_k, 8) && stride_ok(a.stride_v, a.seqlen_k, 8) &&
+        stride_ok(a.nhead_stride_q, a.nhead_q, 8) &&
         stride_ok(a.nhead_stride_k, a.nhead_k, 8) && stride_ok(a.nhead_stride_v, a.nhead_k, 8) &&
         stride_ok(a.batch_stride_q, a.batch, 8) && stride_ok(a.batch_stride_k, a.batch, 8) &&
         stride_ok(a.batch_stride_v, a.batch, 8);
-    const bool out_ok = reinterpret_cast<uintptr_t>(a.o_ptr) % 4 == 0 && a.stride_o % 2 == 0 &&
+    const bool out_ok = reinterpret_cast<uintptr_t>(a.o_ptr) % 4 == 0 && stride_ok(a.stride_o, a.seqlen_q, 2) &&
                         stride_ok(a.nhead_stride_o, a.nhead_q, 2) && stride_ok(a.batch_stride_o, a.batch, 2);
     if (!copies_ok || !out_ok)
     {
@@ -285,9 +286,9 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
                   "aligned with even strides";
         return nullptr;
     }
-    if (a.batch > 65535 || a.nhead_q > 65535)
+    if ((int64_t(a.seqlen_q) + 127) / 128 * a.nhead_q * a.batch > INT32_MAX)
     {
-        why_not = "batch and nhead_q must be at most 65535 (grid z / y)";
+        why_not = "more than 2^31 - 1 tiles of 128 query rows";
         return nullptr;
     }
     const FwdInstance* in = find_instance(Family::asm_v3, dt, a.hdim_q, a.hdim_v, 0, why_not);

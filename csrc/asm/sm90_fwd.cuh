@@ -14,11 +14,13 @@
 #include "../common/mbarrier.h"
 
 #include <cute/arch/mma_sm90_gmma.hpp>
+#include <cute/arch/mma_sm90_gmma_ext.hpp>
 #include <cutlass/numeric_types.h>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -33,13 +35,14 @@ namespace mha::asm90 {
 // Tile shape and roles. Shared memory (bytes, d128): Q 32 KB + 2 stages x (K 32 KB + V 32 KB) = 160 KB; d64: Q 16 KB
 // + 3 stages x 32 KB = 112 KB. Registers: the producer warpgroup gives its registers to the consumers
 // (setmaxnreg 24 / 240: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536).
-template <typename Element_, int kHeadDim_>
+template <typename Element_, int kHeadDim_, int kBlockN_ = 128>
 struct Sm90FwdTraits
 {
     using Element = Element_;
     static constexpr int kHeadDim     = kHeadDim_; // 64 or 128: whole 128-byte swizzle atoms of columns
     static constexpr int kBlockM      = 128;       // two consumer warpgroups of 64 rows
-    static constexpr int kBlockN      = 128;       // keys per block
+    static constexpr int kBlockN      = kBlockN_;  // keys per block: 128 or 176
+    // ring stages: d64 three (two lost 1-6%, H100), d128 two (the shared memory's limit at 176-key blocks)
     static constexpr int kStages      = kHeadDim <= 64 ? 3 : 2;
     static constexpr int kConsumers   = 2;         // consumer warpgroups
     static constexpr int kThreads     = 128 * (kConsumers + 1);
@@ -50,8 +53,9 @@ struct Sm90FwdTraits
     static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
     // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers
-    static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + 8 * (1 + 3 * kStages);
+    static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + 8 * (2 + 3 * kStages);
     static_assert(kHeadDim == 64 || kHeadDim == 128, "whole 128-byte atoms, at most two");
+    static_assert(kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
     static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
 };
 
@@ -63,7 +67,7 @@ struct Sm90FwdParams
     float* lse;
     int64_t o_row_stride, o_head_stride, o_batch_stride;
     int64_t lse_head_stride, lse_batch_stride;
-    int32_t seqlen_q, seqlen_k, hdim_v, head_ratio;
+    int32_t seqlen_q, seqlen_k, hdim_v, head_ratio, nhead, batch;
     float scale, scale_log2;
     int32_t causal;      // 1: key j visible to row i iff j <= i + diag_offset
     int32_t diag_offset; // 0 top-left, seqlen_k - seqlen_q bottom-right
@@ -117,13 +121,25 @@ __device__ __forceinline__ void fence_regs(float (&r)[N])
         cute::warpgroup_fence_operand(r[i]);
 }
 
+namespace gm = cute::SM90::GMMA;
+
+template <typename Element, int N>
+struct SsAtom;
+template <>
+struct SsAtom<cutlass::bfloat16_t, 128> { using type = gm::MMA_64x128x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
+template <>
+struct SsAtom<cutlass::bfloat16_t, 176> { using type = gm::MMA_64x176x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
+template <>
+struct SsAtom<cutlass::half_t, 128> { using type = gm::MMA_64x128x16_F32F16F16_SS<gm::Major::K, gm::Major::K>; };
+template <>
+struct SsAtom<cutlass::half_t, 176> { using type = gm::MMA_64x176x16_F32F16F16_SS<gm::Major::K, gm::Major::K>; };
+
 template <typename Element>
 struct Gmma;
 
 template <>
 struct Gmma<cutlass::bfloat16_t>
 {
-    using SS128 = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
     using RS128 = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
     using RS64  = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
     __device__ __forceinline__ static uint32_t pack(float lo, float hi)
@@ -136,7 +152,6 @@ struct Gmma<cutlass::bfloat16_t>
 template <>
 struct Gmma<cutlass::half_t>
 {
-    using SS128 = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
     using RS128 = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
     using RS64  = cute::SM90::GMMA::MMA_64x64x16_F32F16F16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
     __device__ __forceinline__ static uint32_t pack(float lo, float hi)
@@ -165,6 +180,33 @@ __device__ __forceinline__ void gmma_rs(const uint32_t (&a)[4], uint64_t db, flo
 } // namespace dev
 #endif // MHA_SM90A
 
+// Tiles: (128-row block m, head h, batch b), numbered with m fastest, from the last (heaviest under a causal mask)
+// row block down. A CTA takes tiles blockIdx.x, + gridDim.x, ...: one each when the grid covers them all (causal
+// calls: the hardware hands the next tile to whichever SM frees first), a persistent loop over a grid of one CTA
+// per SM otherwise, so that the producer loads the next tile's Q and first K / V blocks while the consumers finish
+// the current one. Neighbouring tiles are row blocks of one head: they read the same K / V at about the same time,
+// from the L2.
+struct TileCoord
+{
+    int m_block, h, b;
+};
+
+__device__ __forceinline__ TileCoord tile_coord(int64_t tile, int num_m, int nhead)
+{
+    const int64_t hb = tile / num_m;
+    return {num_m - 1 - int(tile - hb * num_m), int(hb % nhead), int(hb / nhead)};
+}
+
+// Key blocks [0, n_blocks) the tile's rows see.
+template <typename Kt>
+__device__ __forceinline__ int tile_blocks(const Sm90FwdParams& p, int m0)
+{
+    int n_cols = p.seqlen_k;
+    if (p.causal) // the tile's last row sees keys up to its diagonal
+        n_cols = min(n_cols, min(m0 + Kt::kBlockM, p.seqlen_q) + p.diag_offset);
+    return n_cols > 0 ? (n_cols + Kt::kBlockN - 1) / Kt::kBlockN : 0;
+}
+
 // The consumers' per-thread share of a 64-row warpgroup tile (wgmma's accumulator layout): warp w of the warpgroup
 // holds rows 16w .. 16w + 15; lane l holds rows 16w + l / 4 and 16w + l / 4 + 8, and in each 8-column chunk j the
 // columns 8j + 2 (l % 4) and + 1, as acc[4j + {0, 1}] (first row) and acc[4j + {2, 3}] (second row).
@@ -182,59 +224,70 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     unsigned char* sQ  = smem;                              // kAtoms x [128 rows][128 B]
     unsigned char* sK  = sQ + Kt::kQBytes;                  // kStages x kAtoms x [kBlockN rows][128 B]
     unsigned char* sV  = sK + kStages * Kt::kKvBytes;       // the same for V
-    uint64_t* bar_q    = reinterpret_cast<uint64_t*>(sV + kStages * Kt::kKvBytes);
-    uint64_t* full_k   = bar_q + 1;
+    uint64_t* full_q   = reinterpret_cast<uint64_t*>(sV + kStages * Kt::kKvBytes);
+    uint64_t* empty_q  = full_q + 1;
+    uint64_t* full_k   = empty_q + 1;
     uint64_t* full_v   = full_k + kStages;
-    uint64_t* empty    = full_v + kStages;
+    uint64_t* empty_kv = full_v + kStages;
 
-    // heavier (causal) row blocks first
-    const int m_block = gridDim.x - 1 - blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z, hk = h / p.head_ratio;
-    const int m0 = m_block * kBlockM;
-    // keys the CTA's last row can see: blocks [0, n_blocks)
-    int n_cols = p.seqlen_k;
-    if (p.causal)
-        n_cols = min(n_cols, min(m0 + kBlockM, p.seqlen_q) - 1 + p.diag_offset + 1);
-    const int n_blocks = n_cols > 0 ? (n_cols + kBlockN - 1) / kBlockN : 0;
+    const int num_m = (p.seqlen_q + kBlockM - 1) / kBlockM;
+    const int64_t num_tiles = int64_t(num_m) * p.nhead * p.batch;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     if (tid == 0)
     {
-        dev::mbar_init(bar_q, 1);
+        dev::mbar_init(full_q, 1);
+        dev::mbar_init(empty_q, Kt::kConsumers * 4); // one arrival per consumer warp
         for (int s = 0; s < kStages; ++s)
         {
             dev::mbar_init(full_k + s, 1);
             dev::mbar_init(full_v + s, 1);
-            dev::mbar_init(empty + s, Kt::kConsumers * 4); // one arrival per consumer warp
+            dev::mbar_init(empty_kv + s, Kt::kConsumers * 4);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
 
+    // Both roles walk the same tiles and count the same Q loads (tiles with no visible key load none) and K / V
+    // blocks (`fill`, over all of the CTA's tiles: ring stage fill % kStages, its use number fill / kStages).
     if (wg == 0)
     {
         // producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Kt::kProducerRegs));
-        if (tid == 0 && n_blocks > 0)
+        if (tid != 0)
+            return;
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_q)) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_k)) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_v)) : "memory");
+        int q_loads = 0, fill = 0;
+        for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x)
         {
-            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_k)) : "memory");
-            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_v)) : "memory");
-            dev::mbar_expect_tx(bar_q, Kt::kQBytes);
+            const TileCoord tc = tile_coord(tile, num_m, p.nhead);
+            const int hk = tc.h / p.head_ratio, m0 = tc.m_block * kBlockM;
+            const int n_blocks = tile_blocks<Kt>(p, m0);
+            if (n_blocks == 0)
+                continue;
+            if (q_loads > 0) // the consumers' last S GEMM of the previous tile has read Q
+                mbar_wait(dev::smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
+            dev::mbar_expect_tx(full_q, Kt::kQBytes);
             for (int a = 0; a < kAtoms; ++a)
-                dev::tma_load(sQ + a * kBlockM * Kt::kAtomRows, p.tma_q, 64 * a, m0, h, b, bar_q);
-            for (int it = 0; it < n_blocks; ++it)
+                dev::tma_load(sQ + a * kBlockM * Kt::kAtomRows, p.tma_q, 64 * a, m0, tc.h, tc.b, full_q);
+            ++q_loads;
+            for (int it = 0; it < n_blocks; ++it, ++fill)
             {
-                const int s = it % kStages;
-                if (it >= kStages)
-                    mbar_wait(dev::smem_u32(empty + s), uint32_t(((it / kStages) & 1) ^ 1));
+                const int s = fill % kStages;
+                if (fill >= kStages)
+                    mbar_wait(dev::smem_u32(empty_kv + s), uint32_t(((fill / kStages) & 1) ^ 1));
                 unsigned char* k_dst = sK + s * Kt::kKvBytes;
                 unsigned char* v_dst = sV + s * Kt::kKvBytes;
                 dev::mbar_expect_tx(full_k + s, Kt::kKvBytes);
                 for (int a = 0; a < kAtoms; ++a)
-                    dev::tma_load(k_dst + a * kBlockN * Kt::kAtomRows, p.tma_k, 64 * a, it * kBlockN, hk, b, full_k + s);
+                    dev::tma_load(k_dst + a * kBlockN * Kt::kAtomRows, p.tma_k, 64 * a, it * kBlockN, hk, tc.b,
+                                  full_k + s);
                 dev::mbar_expect_tx(full_v + s, Kt::kKvBytes);
                 for (int a = 0; a < kAtoms; ++a)
-                    dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, it * kBlockN, hk, b, full_v + s);
+                    dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, it * kBlockN, hk, tc.b,
+                                  full_v + s);
             }
         }
         return;
@@ -242,192 +295,220 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 
     // consumers
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Kt::kConsumerRegs));
-    const int cw = wg - 1;                  // consumer warpgroup: rows 64 cw .. 64 cw + 63 of the tile
-    const int wrow = 16 * (warp % 4);       // the warp's first row in the warpgroup
+    const int cw   = wg - 1;          // consumer warpgroup: rows 64 cw .. 64 cw + 63 of a tile
+    const int wrow = 16 * (warp % 4); // the warp's first row in the warpgroup
     const int g = lane / 4, t = lane % 4;
-    const int row0 = m0 + 64 * cw + wrow + g; // this thread's rows: row0, row0 + 8
-
     constexpr int kSRegs = kBlockN / 2; // 64 x kBlockN accumulator: kBlockN / 2 floats per thread
     constexpr int kORegs = D / 2;
-    float o[kORegs];
-#pragma unroll
-    for (int i = 0; i < kORegs; ++i)
-        o[i] = 0.f;
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
-    if (n_blocks > 0)
+    // Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1 and 2, 256 threads:
+    // the waiting warpgroup's 128 plus the other's 128 arrivals), so that one's softmax runs while the tensor cores
+    // work on the other's GEMMs. Warpgroup 0 goes first; each takes n_blocks + 1 turns per tile. H100, bf16,
+    // TFLOP/s, 16k tokens, non-causal s = 1k / 4k / 16k, without -> with: d64 329 / 404 / 446 -> 361 / 450 / 476,
+    // d128 399 / 494 / 528 -> 416 / 517 / 555 (causal alike: +3-13%).
+    auto turn_wait = [&]() { asm volatile("bar.sync %0, 256;" ::"r"(1 + cw) : "memory"); };
+    auto turn_pass = [&]() { asm volatile("bar.arrive %0, 256;" ::"r"(2 - cw) : "memory"); };
+    if (cw == 1)
+        asm volatile("bar.arrive 1, 256;" ::: "memory");
+
+    float o[kORegs], row_max[2], row_sum[2], alpha[2];
+    float s[kSRegs];
+    uint32_t pa[kBlockN / 16][4];
+    int q_loads = 0, fill = 0;
+    for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x)
     {
-        mbar_wait(dev::smem_u32(bar_q), 0);
-        const uint32_t q_base = dev::smem_u32(sQ) + 64 * cw * Kt::kAtomRows;
+        const TileCoord tc = tile_coord(tile, num_m, p.nhead);
+        const int m0 = tc.m_block * kBlockM;
+        const int n_blocks = tile_blocks<Kt>(p, m0);
+        const int row0 = m0 + 64 * cw + wrow + g; // this thread's rows: row0, row0 + 8
+#pragma unroll
+        for (int i = 0; i < kORegs; ++i)
+            o[i] = 0.f;
+        row_max[0] = row_max[1] = -INFINITY, row_sum[0] = row_sum[1] = 0.f;
 
-        // S = Q K_blk^T for the stage's K (issued, not waited for)
-        auto issue_s = [&](float (&s)[kSRegs], int st) {
-            const uint32_t k_base = dev::smem_u32(sK + st * Kt::kKvBytes);
-            dev::fence_regs(s);
-            cute::warpgroup_arrive();
+        if (n_blocks > 0)
+        {
+            mbar_wait(dev::smem_u32(full_q), uint32_t(q_loads & 1));
+            ++q_loads;
+            const uint32_t q_base = dev::smem_u32(sQ) + 64 * cw * Kt::kAtomRows;
+
+            // S = Q K_blk^T for the stage's K (issued, not waited for)
+            auto issue_s = [&](int st) {
+                const uint32_t k_base = dev::smem_u32(sK + st * Kt::kKvBytes);
+                dev::fence_regs(s);
+                cute::warpgroup_arrive();
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-            {
-                const uint32_t off_q = (kk / 4) * kBlockM * Kt::kAtomRows + (kk % 4) * 32;
-                const uint32_t off_k = (kk / 4) * kBlockN * Kt::kAtomRows + (kk % 4) * 32;
-                dev::gmma_ss<typename G::SS128>(dev::desc_sw128(q_base + off_q, 16, 1024),
-                                                dev::desc_sw128(k_base + off_k, 16, 1024), s, kk > 0,
-                                                std::make_index_sequence<kSRegs>{});
-            }
-            cute::warpgroup_commit_batch();
-        };
-        // O += P V_blk for the stage's V (issued, not waited for)
-        auto issue_pv = [&](const uint32_t (&pa)[kBlockN / 16][4], int st) {
-            const uint32_t v_base = dev::smem_u32(sV + st * Kt::kKvBytes);
-            dev::fence_regs(o);
-            cute::warpgroup_arrive();
-#pragma unroll
-            for (int kk = 0; kk < kBlockN / 16; ++kk)
-            {
-                const uint64_t dv = dev::desc_sw128(v_base + kk * 16 * Kt::kAtomRows, kBlockN * Kt::kAtomRows, 1024);
-                if constexpr (D == 128)
-                    dev::gmma_rs<typename G::RS128>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
-                else
-                    dev::gmma_rs<typename G::RS64>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
-            }
-            cute::warpgroup_commit_batch();
-        };
-        // Masks key columns past seqlen_k and, causal, right of the diagonal (-inf), for blocks that need it.
-        auto mask = [&](float (&s)[kSRegs], int it) {
-            const int n0 = it * kBlockN;
-            const int first_row = m0 + 64 * cw;
-            const bool tail = n0 + kBlockN > p.seqlen_k;
-            const bool diag = p.causal && n0 + kBlockN - 1 > first_row + p.diag_offset;
-            if (!tail && !diag)
-                return;
-#pragma unroll
-            for (int j = 0; j < kBlockN / 8; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
+                for (int kk = 0; kk < D / 16; ++kk)
                 {
-                    const int col = n0 + 8 * j + 2 * t + (e & 1);
-                    const int row = row0 + 8 * (e >> 1);
-                    int limit = p.seqlen_k;
-                    if (p.causal)
-                        limit = min(limit, row + p.diag_offset + 1);
-                    if (col >= limit)
-                        s[4 * j + e] = -INFINITY;
+                    const uint32_t off_q = (kk / 4) * kBlockM * Kt::kAtomRows + (kk % 4) * 32;
+                    const uint32_t off_k = (kk / 4) * kBlockN * Kt::kAtomRows + (kk % 4) * 32;
+                    dev::gmma_ss<typename dev::SsAtom<Element, kBlockN>::type>(
+                        dev::desc_sw128(q_base + off_q, 16, 1024), dev::desc_sw128(k_base + off_k, 16, 1024), s,
+                        kk > 0, std::make_index_sequence<kSRegs>{});
                 }
-        };
-        // Online softmax of block scores s, in place: the new row maxima, s = exp2((s - max) * scale_log2), the
-        // row sums, and in `alpha` the factor for the O accumulated so far. Runs while the previous block's PV
-        // GEMM is in flight; pack() and rescale_o() wait for it.
-        uint32_t pa[kBlockN / 16][4];
-        float alpha[2];
-        auto softmax = [&](float (&s)[kSRegs]) {
+                cute::warpgroup_commit_batch();
+            };
+            // O += P V_blk for the stage's V (issued, not waited for)
+            auto issue_pv = [&](int st) {
+                const uint32_t v_base = dev::smem_u32(sV + st * Kt::kKvBytes);
+                dev::fence_regs(o);
+                cute::warpgroup_arrive();
 #pragma unroll
-            for (int r = 0; r < 2; ++r)
-            {
-                float m = row_max[r];
+                for (int kk = 0; kk < kBlockN / 16; ++kk)
+                {
+                    const uint64_t dv =
+                        dev::desc_sw128(v_base + kk * 16 * Kt::kAtomRows, kBlockN * Kt::kAtomRows, 1024);
+                    if constexpr (D == 128)
+                        dev::gmma_rs<typename G::RS128>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
+                    else
+                        dev::gmma_rs<typename G::RS64>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
+                }
+                cute::warpgroup_commit_batch();
+            };
+            // Masks key columns past seqlen_k and, causal, right of the diagonal (-inf), in blocks that need it.
+            auto mask = [&](int it) {
+                const int n0 = it * kBlockN;
+                const bool tail = n0 + kBlockN > p.seqlen_k;
+                const bool diag = p.causal && n0 + kBlockN - 1 > m0 + 64 * cw + p.diag_offset;
+                if (!tail && !diag)
+                    return;
 #pragma unroll
                 for (int j = 0; j < kBlockN / 8; ++j)
-                    m = fmaxf(m, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-                // a row with nothing visible yet keeps max = -inf: shift by 0 so exp2(-inf) = 0, not NaN
-                const float shift = m == -INFINITY ? 0.f : m * p.scale_log2;
-                alpha[r] = exp2f(row_max[r] * p.scale_log2 - shift);
-                row_max[r] = m;
-                float sum = 0.f;
 #pragma unroll
-                for (int j = 0; j < kBlockN / 8; ++j)
+                    for (int e = 0; e < 4; ++e)
+                    {
+                        const int col = n0 + 8 * j + 2 * t + (e & 1);
+                        const int row = row0 + 8 * (e >> 1);
+                        const int limit = p.causal ? min(p.seqlen_k, row + p.diag_offset + 1) : p.seqlen_k;
+                        if (col >= limit)
+                            s[4 * j + e] = -INFINITY;
+                    }
+            };
+            // Online softmax of the block's scores, in place: the new row maxima, s = exp2((s - max) * scale_log2),
+            // the row sums, and in `alpha` the factor for the O accumulated so far. Runs while the previous block's
+            // PV GEMM is in flight; pack() and rescale_o() wait for it.
+            auto softmax = [&]() {
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
                 {
-                    const float x0 = exp2f(fmaf(s[4 * j + 2 * r], p.scale_log2, -shift));
-                    const float x1 = exp2f(fmaf(s[4 * j + 2 * r + 1], p.scale_log2, -shift));
-                    s[4 * j + 2 * r] = x0, s[4 * j + 2 * r + 1] = x1;
-                    sum += x0 + x1;
+                    float m = row_max[r];
+#pragma unroll
+                    for (int j = 0; j < kBlockN / 8; ++j)
+                        m = fmaxf(m, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+                    // a row with nothing visible yet keeps max = -inf: shift by 0 so exp2(-inf) = 0, not NaN
+                    const float shift = m == -INFINITY ? 0.f : m * p.scale_log2;
+                    alpha[r]   = exp2f(row_max[r] * p.scale_log2 - shift);
+                    row_max[r] = m;
+                    float sum  = 0.f;
+#pragma unroll
+                    for (int j = 0; j < kBlockN / 8; ++j)
+                    {
+                        const float x0 = exp2f(fmaf(s[4 * j + 2 * r], p.scale_log2, -shift));
+                        const float x1 = exp2f(fmaf(s[4 * j + 2 * r + 1], p.scale_log2, -shift));
+                        s[4 * j + 2 * r] = x0, s[4 * j + 2 * r + 1] = x1;
+                        sum += x0 + x1;
+                    }
+                    row_sum[r] = row_sum[r] * alpha[r] + sum;
                 }
-                row_sum[r] = row_sum[r] * alpha[r] + sum;
-            }
-        };
-        // P as the PV GEMM's A fragments: k-step kk covers the chunks 2 kk and 2 kk + 1 (m16n8k16's A layout)
-        auto pack = [&](const float (&s)[kSRegs]) {
+            };
+            // P as the PV GEMM's A fragments: k-step kk covers the chunks 2 kk and 2 kk + 1 (m16n8k16's A layout)
+            auto pack = [&]() {
 #pragma unroll
-            for (int kk = 0; kk < kBlockN / 16; ++kk)
+                for (int kk = 0; kk < kBlockN / 16; ++kk)
 #pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    pa[kk][i] = G::pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
-        };
-        auto rescale_o = [&]() {
+                    for (int i = 0; i < 4; ++i)
+                        pa[kk][i] = G::pack(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+            };
+            auto rescale_o = [&]() {
 #pragma unroll
-            for (int j = 0; j < D / 8; ++j)
-            {
-                o[4 * j + 0] *= alpha[0], o[4 * j + 1] *= alpha[0];
-                o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
-            }
-        };
-        auto release = [&](int st) {
-            if (lane == 0)
-                dev::mbar_arrive(empty + st);
-        };
+                for (int j = 0; j < D / 8; ++j)
+                {
+                    o[4 * j + 0] *= alpha[0], o[4 * j + 1] *= alpha[0];
+                    o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+                }
+            };
+            auto release = [&](uint64_t* bar) {
+                if (lane == 0)
+                    dev::mbar_arrive(bar);
+            };
+            auto stage = [](int f) { return f % kStages; };
+            auto phase = [](int f) { return uint32_t((f / kStages) & 1); };
 
-        float s[kSRegs];
-        // block 0
-        mbar_wait(dev::smem_u32(full_k), 0);
-        issue_s(s, 0);
-        cute::warpgroup_wait<0>();
-        dev::fence_regs(s);
-        mask(s, 0);
-        softmax(s); // O is still 0: no rescale
-        pack(s);
-        for (int it = 1; it < n_blocks; ++it)
-        {
-            const int st = it % kStages, prev = (it - 1) % kStages;
-            mbar_wait(dev::smem_u32(full_k + st), uint32_t((it / kStages) & 1));
-            issue_s(s, st);
-            mbar_wait(dev::smem_u32(full_v + prev), uint32_t(((it - 1) / kStages) & 1));
-            issue_pv(pa, prev);
-            cute::warpgroup_wait<1>(); // this block's S is in; the previous block's PV GEMM may still run
+            // block 0
+            mbar_wait(dev::smem_u32(full_k + stage(fill)), phase(fill));
+            turn_wait();
+            issue_s(stage(fill));
+            turn_pass();
+            cute::warpgroup_wait<0>();
             dev::fence_regs(s);
-            mask(s, it);
-            softmax(s);
-            cute::warpgroup_wait<0>(); // the PV GEMM has read pa and written o
-            dev::fence_regs(o);
-            release(prev);
-            rescale_o();
-            pack(s);
-        }
-        const int last = (n_blocks - 1) % kStages;
-        mbar_wait(dev::smem_u32(full_v + last), uint32_t(((n_blocks - 1) / kStages) & 1));
-        issue_pv(pa, last);
-        cute::warpgroup_wait<0>();
-        dev::fence_regs(o);
-        release(last);
-    }
-
-    // epilogue: O / row sum, LSE
-    Element* out = static_cast<Element*>(p.o) + int64_t(b) * p.o_batch_stride + int64_t(h) * p.o_head_stride;
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-    {
-        float sum = row_sum[r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        const int row = row0 + 8 * r;
-        if (row < p.seqlen_q)
-        {
-            Element* orow = out + int64_t(row) * p.o_row_stride;
-#pragma unroll
-            for (int j = 0; j < D / 8; ++j)
+            if (n_blocks == 1) // the tile's last S GEMM has read Q
+                release(empty_q);
+            mask(0);
+            softmax(); // O is still 0: no rescale
+            pack();
+            for (int it = 1; it < n_blocks; ++it)
             {
-                const int col = 8 * j + 2 * t;
-                if (col < p.hdim_v)
-                {
-                    const uint32_t v = G::pack(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-                    *reinterpret_cast<uint32_t*>(orow + col) = v;
-                }
+                const int cur = fill + it, prev = cur - 1;
+                mbar_wait(dev::smem_u32(full_k + stage(cur)), phase(cur));
+                mbar_wait(dev::smem_u32(full_v + stage(prev)), phase(prev));
+                turn_wait();
+                issue_s(stage(cur));
+                issue_pv(stage(prev));
+                turn_pass();
+                cute::warpgroup_wait<1>(); // this block's S is in; the previous block's PV GEMM may still run
+                dev::fence_regs(s);
+                if (it == n_blocks - 1)
+                    release(empty_q);
+                mask(it);
+                softmax();
+                cute::warpgroup_wait<0>(); // the PV GEMM has read pa and written o
+                dev::fence_regs(o);
+                release(empty_kv + stage(prev));
+                rescale_o();
+                pack();
             }
-            if (p.lse != nullptr && t == 0)
-                p.lse[int64_t(b) * p.lse_batch_stride + int64_t(h) * p.lse_head_stride + row] =
-                    sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
+            const int last = fill + n_blocks - 1;
+            mbar_wait(dev::smem_u32(full_v + stage(last)), phase(last));
+            turn_wait();
+            issue_pv(stage(last));
+            turn_pass();
+            cute::warpgroup_wait<0>();
+            dev::fence_regs(o);
+            release(empty_kv + stage(last));
+            fill += n_blocks;
+        }
+
+        // epilogue: O / row sum (bf16 / fp16 pairs), LSE
+        Element* out = static_cast<Element*>(p.o) + int64_t(tc.b) * p.o_batch_stride + int64_t(tc.h) * p.o_head_stride;
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+        {
+            float sum = row_sum[r];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            const int row   = row0 + 8 * r;
+            if (row < p.seqlen_q)
+            {
+                Element* orow = out + int64_t(row) * p.o_row_stride;
+#pragma unroll
+                for (int j = 0; j < D / 8; ++j)
+                {
+                    const int col = 8 * j + 2 * t;
+                    if (col < p.hdim_v)
+                        *reinterpret_cast<uint32_t*>(orow + col) =
+                            G::pack(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+                }
+                if (p.lse != nullptr && t == 0)
+                    p.lse[int64_t(tc.b) * p.lse_batch_stride + int64_t(tc.h) * p.lse_head_stride + row] =
+                        sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
+            }
         }
     }
+    if (cw == 0) // warpgroup 1's last pass
+        turn_wait();
 #endif // MHA_SM90A
 }
 
@@ -445,10 +526,14 @@ inline bool encode_sm90_maps(Sm90FwdParams& a, const FwdParams& p, int block_m, 
                                  cuuint64_t(p.batch)};
         cuuint64_t strides[3] = {cuuint64_t(row_stride * eb), cuuint64_t(head_stride * eb),
                                  cuuint64_t(batch_stride * eb)};
-        // a dimension of extent 1 is never stepped over: give it a stride the encoder accepts
+        // a dimension of extent 1 is never stepped over: give it the stride of a packed layout, which the encoder
+        // accepts whatever the caller's was (PyTorch exports 1 for size-1 dimensions)
         for (int d = 1; d < 4; ++d)
             if (dims[d] == 1)
-                strides[d - 1] = 16;
+            {
+                const cuuint64_t below = d == 1 ? dims[0] * eb : strides[d - 2] * dims[d - 1];
+                strides[d - 1]         = (below + 15) / 16 * 16;
+            }
         const cuuint32_t box[4]  = {64, cuuint32_t(box_rows), 1, 1};
         const cuuint32_t unit[4] = {1, 1, 1, 1};
         return encode(reinterpret_cast<CUtensorMap*>(&out), CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base),
@@ -463,8 +548,31 @@ inline bool encode_sm90_maps(Sm90FwdParams& a, const FwdParams& p, int block_m, 
                p.v_batch_stride);
 }
 
+// The SMs of the current device (the persistent grid's size), cached per device.
+inline int sm_count()
+{
+    static int counts[64] = {};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+    {
+        (void)cudaGetLastError();
+        return 132;
+    }
+    if (counts[dev] == 0)
+    {
+        int n = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        {
+            (void)cudaGetLastError();
+            return 132;
+        }
+        counts[dev] = n;
+    }
+    return counts[dev];
+}
+
 template <typename Kt>
-cudaError_t run_fwd_sm90(const FwdParams& p, cudaStream_t stream)
+cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
 {
     Sm90FwdParams a{};
     if (!encode_sm90_maps(a, p, Kt::kBlockM, Kt::kBlockN))
@@ -473,16 +581,48 @@ cudaError_t run_fwd_sm90(const FwdParams& p, cudaStream_t stream)
     a.o_row_stride = p.o_row_stride, a.o_head_stride = p.o_head_stride, a.o_batch_stride = p.o_batch_stride;
     a.lse_head_stride = p.lse_head_stride, a.lse_batch_stride = p.lse_batch_stride;
     a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k, a.hdim_v = p.hdim_v, a.head_ratio = p.head_ratio;
+    a.nhead = p.nhead_q, a.batch = p.batch;
     a.scale = p.scale, a.scale_log2 = p.scale_log2;
     a.causal      = p.mask.is_none() ? 0 : 1;
     a.diag_offset = p.mask.bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+
     auto kernel = &sm90_fwd_kernel<Kt>;
     cudaError_t err = set_max_dynamic_smem(kernel, Kt::kSmemBytes);
     if (err != cudaSuccess)
         return err;
-    const dim3 grid((p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM, p.nhead_q, p.batch);
-    kernel<<<grid, Kt::kThreads, Kt::kSmemBytes, stream>>>(a);
+    // csrc/api keeps the tile count below 2^31. Causal tiles differ in work: one CTA per tile, handed out by the
+    // hardware as SMs free up; otherwise one persistent CTA per SM. H100, bf16, 16k tokens, non-causal, TFLOP/s,
+    // one CTA per tile -> persistent: d64 s = 512 / 2k / 16k 277 / 394 / 444 -> 342 / 419 / 447; d128 2k / 16k
+    // 527 / 635 -> 555 / 641.
+    const int64_t tiles = int64_t((p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM) * p.nhead_q * p.batch;
+    const int64_t grid  = a.causal ? tiles : std::min<int64_t>(tiles, sm_count());
+    if (grid == 0)
+        return cudaSuccess;
+    kernel<<<dim3(unsigned(grid)), Kt::kThreads, Kt::kSmemBytes, stream>>>(a);
     return cudaGetLastError();
+}
+
+// One asm instance: two key-block widths of one (dtype, head dim). The wide block (176 keys) serves calls without a
+// mask and causal calls of at least kWideMinRowsCausal rows; 128 keys serve shorter causal calls, whose diagonal
+// blocks are mostly masked. H100, bf16, 16k tokens, TFLOP/s, 128 -> 176 keys: d128 (one CTA per tile) non-causal
+// s = 512 / 2k / 16k 349 / 475 / 555 -> 358 / 493 / 578, causal 512 / 1k / 2k / 16k 235 / 318 / 387 / 513 -> 217 /
+// 307 / 392 / 544; d64 (persistent) non-causal 512 / 2k / 8k / 16k 342 / 419 / 442 / 447 -> 358 / 444 / 479 / 486,
+// causal 8k / 16k 411 / 441 -> 440 / 488, 2k even (327 / 325).
+template <typename Element, int kHeadDim, int kWideN>
+struct Sm90FwdInstance
+{
+    using Narrow = Sm90FwdTraits<Element, kHeadDim, 128>;
+    using Wide   = Sm90FwdTraits<Element, kHeadDim, kWideN>;
+    static constexpr int kWideMinRowsCausal = 2048;
+    static constexpr int kSmemBytes = Narrow::kSmemBytes > Wide::kSmemBytes ? Narrow::kSmemBytes : Wide::kSmemBytes;
+};
+
+template <typename Inst>
+cudaError_t run_fwd_sm90(const FwdParams& p, cudaStream_t stream)
+{
+    if (!p.mask.is_none() && p.seqlen_q < Inst::kWideMinRowsCausal)
+        return launch_sm90<typename Inst::Narrow>(p, stream);
+    return launch_sm90<typename Inst::Wide>(p, stream);
 }
 
 } // namespace mha::asm90

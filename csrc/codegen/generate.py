@@ -57,10 +57,16 @@ for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
     CK_FWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
 # asm ("v3") forward instances, sm_90a only (csrc/asm/sm90_fwd.cuh): (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps).
 # Three warpgroups: a TMA producer and two wgmma consumers of 64 rows each. "plain" only (no mask, causal).
+# block_n is the wide block (176 keys); each instance also holds a 128-key kernel for short causal calls
+# (csrc/asm/sm90_fwd.cuh, Sm90FwdInstance, has the measurements).
 ASM_FWD_TILES = {
-    (64, 64): (128, 128, 12),
-    (128, 128): (128, 128, 12),
+    (64, 64): (128, 176, 12),
+    (128, 128): (128, 176, 12),
 }
+# Experiments: MHA_ASM_TILE_OVERRIDE="128x128=128,176,12" replaces asm tiles.
+for _item in filter(None, os.environ.get("MHA_ASM_TILE_OVERRIDE", "").split(";")):
+    _dims, _tile = _item.split("=")
+    ASM_FWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
 ASM_ARCH = "sm_90a"
 # Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), "full" only, two per head-dim pair:
 # - decode: 16 rows (one query of a packed GQA group of up to 16 heads, or a few speculative tokens) and one warp,
@@ -237,7 +243,7 @@ def instance_source(i: Instance) -> str:
                   f"{i.warps}, {a_sdp}, {a_dkv}, {a_dq}, {BWD_VARIANTS[i.variant]}>")
         include, params, run = "ck/bwd_launch.cuh", "BwdParams", "run_bwd"
     elif i.api == "fwd" and i.family == "asm_v3":
-        traits = f"mha::asm90::Sm90FwdTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}>"
+        traits = f"mha::asm90::Sm90FwdInstance<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.block_n}>"
         include, params, run = "asm/sm90_fwd.cuh", "FwdParams", "asm90::run_fwd_sm90"
     else:
         raise ValueError(f"no source template for {i.name}")
