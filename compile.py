@@ -253,7 +253,7 @@ def main(argv=None) -> int:
         for api in apis:
             if api in ("fwd_v3", "bwd_v3"):
                 print(f"[compile.py] --api {api}: AITER's asm-only build; there is no separate asm build here, so "
-                      f"this builds the mha_{api[:3]} instances", flush=True)
+                      f"this builds the mha_{api[:3]} instances (asm and ck)", flush=True)
         jobs = max_jobs()
         nvcc = find_nvcc()
         cutlass = find_cutlass()

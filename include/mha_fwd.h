@@ -57,7 +57,7 @@ using drop_seed_offset_t =
 struct mha_fwd_args
 {
     // aiter
-    bool use_asm_v3 = {};     // try the asm (sm90a TMA + wgmma) family first (no asm instance exists yet: ck runs)
+    bool use_asm_v3 = {};     // try the asm (sm90a TMA + wgmma) family first; calls it does not cover run on ck
     bool v3_api_check = {};   // only ask whether the asm family covers the call: 1 yes, -1 no; nothing launches
     int how_v3_bf16_cvt = {}; // fp32->bf16 rounding of the asm family; accepted, NVIDIA kernels round to nearest even
 

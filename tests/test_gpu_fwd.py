@@ -277,12 +277,14 @@ def test_spec_decode_packed(dt, mask, sq, sk, d):
     (2, 3, 2147483647, 128, 500),
     (1, 2147483647, 5, 64, 64),
 ])
-def test_sliding_window(mask_type, left, right, sq, sk):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_sliding_window(mask_type, left, right, sq, sk, family):
+    """Windows (the asm family has none: use_asm_v3 calls run on ck)."""
     dtype, b, h, hk, d = torch.bfloat16, 2, 4, 2, 128
     q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("swa", mask_type, left, right, sq, sk))
     out, lse = poisoned_outputs(b, sq, h, d, dtype)
     aiter_mha.mha_fwd(q, k, v, mask=mask_type, window_left=left, window_right=right, out=out, lse=lse,
-                      return_lse=True)
+                      return_lse=True, use_asm_v3=FAMILIES[family])
     torch.cuda.synchronize()
     what = f"window mask_type={mask_type} ({left},{right}) sq={sq} sk={sk}"
     check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), mask_type, left, right, what), what)
@@ -460,15 +462,17 @@ def test_invalid_inputs_raise_value_error():
     run_and_check(f16, 64, "none", 64, 64, 2)
 
 
-def test_misaligned_views_are_safe():
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_misaligned_views_are_safe(family):
     """q 2 bytes past an aligned address with odd row and head strides: the library either computes the right answer
-    or refuses with a reason; it never faults (the CUDA context stays usable for the next call)."""
+    or refuses with a reason; it never faults (the CUDA context stays usable for the next call). The asm family's
+    tensor copies need 16-byte alignment: with use_asm_v3 such a call goes to ck."""
     dtype, b, sq, sk, h, hk, d = torch.float16, 2, 100, 150, 4, 2, 64
     q0, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("misaligned"))
     q = torch.empty(b, sq, h, d + 1, device=DEV, dtype=dtype)[..., 1:]
     q.copy_(q0)
     try:
-        out = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v))
+        out = torch.from_dlpack(aiter_mha.mha_fwd(q, k, v, use_asm_v3=FAMILIES[family]))
     except ValueError as e:
         assert str(e).strip(), "the rejection carries no reason"
     else:
