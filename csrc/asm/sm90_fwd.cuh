@@ -180,22 +180,49 @@ __device__ __forceinline__ void gmma_rs(const uint32_t (&a)[4], uint64_t db, flo
 } // namespace dev
 #endif // MHA_SM90A
 
-// Tiles: (128-row block m, head h, batch b), numbered with m fastest, from the last (heaviest under a causal mask)
-// row block down. A CTA takes tiles blockIdx.x, + gridDim.x, ...: one each when the grid covers them all (causal
-// calls: the hardware hands the next tile to whichever SM frees first), a persistent loop over a grid of one CTA
-// per SM otherwise, so that the producer loads the next tile's Q and first K / V blocks while the consumers finish
-// the current one. Neighbouring tiles are row blocks of one head: they read the same K / V at about the same time,
-// from the L2.
+// Tiles: (128-row block m, head h, batch b). A CTA takes work items blockIdx.x, + gridDim.x, ... of a list in which
+// the row blocks of one head are neighbours, so that the tiles in flight read the same K / V at about the same time,
+// from the L2. When the grid covers every tile (one tile per CTA, handed out by the hardware as SMs free up), an
+// item is one tile, heaviest row block first. Otherwise the grid is persistent (one CTA per SM: the producer loads
+// the next tile's Q and K / V while the consumers finish the current one), and under a causal mask an item is a
+// pair of row blocks m and num_m - 1 - m, whose key blocks add up to the same count for every pair, so that the
+// static round robin stays balanced.
 struct TileCoord
 {
     int m_block, h, b;
 };
 
-__device__ __forceinline__ TileCoord tile_coord(int64_t tile, int num_m, int nhead)
+struct TileSchedule
 {
-    const int64_t hb = tile / num_m;
-    return {num_m - 1 - int(tile - hb * num_m), int(hb % nhead), int(hb / nhead)};
-}
+    int num_m, nhead, per_head; // per_head: items per (batch, head)
+    int64_t num_items;
+    bool paired;
+
+    __device__ TileSchedule(int seqlen_q, int block_m, int nhead_, int batch, bool causal) : nhead(nhead_)
+    {
+        num_m                 = (seqlen_q + block_m - 1) / block_m;
+        const int64_t heads   = int64_t(nhead) * batch;
+        paired                = causal && int64_t(gridDim.x) < num_m * heads;
+        per_head              = paired ? (num_m + 1) / 2 : num_m;
+        num_items             = per_head * heads;
+    }
+
+    // The CTA's k-th tile: false past its last; `skip` for the empty second half of an odd count's middle pair.
+    __device__ __forceinline__ bool get(int64_t k, TileCoord& tc, bool& skip) const
+    {
+        const int64_t item = blockIdx.x + (paired ? k / 2 : k) * gridDim.x;
+        if (item >= num_items)
+            return false;
+        const int64_t hb = item / per_head;
+        const int i      = int(item - hb * per_head);
+        const bool upper = paired && (k & 1);
+        tc.m_block       = upper ? i : num_m - 1 - i;
+        skip             = upper && i == num_m - 1 - i;
+        tc.h             = int(hb % nhead);
+        tc.b             = int(hb / nhead);
+        return true;
+    }
+};
 
 // Key blocks [0, n_blocks) the tile's rows see.
 template <typename Kt>
@@ -230,8 +257,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     uint64_t* full_v   = full_k + kStages;
     uint64_t* empty_kv = full_v + kStages;
 
-    const int num_m = (p.seqlen_q + kBlockM - 1) / kBlockM;
-    const int64_t num_tiles = int64_t(num_m) * p.nhead * p.batch;
+    const TileSchedule sched(p.seqlen_q, kBlockM, p.nhead, p.batch, p.causal != 0);
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     if (tid == 0)
@@ -260,11 +286,12 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_k)) : "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_v)) : "memory");
         int q_loads = 0, fill = 0;
-        for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x)
+        TileCoord tc;
+        bool skip;
+        for (int64_t k = 0; sched.get(k, tc, skip); ++k)
         {
-            const TileCoord tc = tile_coord(tile, num_m, p.nhead);
             const int hk = tc.h / p.head_ratio, m0 = tc.m_block * kBlockM;
-            const int n_blocks = tile_blocks<Kt>(p, m0);
+            const int n_blocks = skip ? 0 : tile_blocks<Kt>(p, m0);
             if (n_blocks == 0)
                 continue;
             if (q_loads > 0) // the consumers' last S GEMM of the previous tile has read Q
@@ -315,9 +342,12 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     float s[kSRegs];
     uint32_t pa[kBlockN / 16][4];
     int q_loads = 0, fill = 0;
-    for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x)
+    TileCoord tc;
+    bool skip;
+    for (int64_t k = 0; sched.get(k, tc, skip); ++k)
     {
-        const TileCoord tc = tile_coord(tile, num_m, p.nhead);
+        if (skip)
+            continue;
         const int m0 = tc.m_block * kBlockM;
         const int n_blocks = tile_blocks<Kt>(p, m0);
         const int row0 = m0 + 64 * cw + wrow + g; // this thread's rows: row0, row0 + 8
@@ -590,12 +620,11 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     cudaError_t err = set_max_dynamic_smem(kernel, Kt::kSmemBytes);
     if (err != cudaSuccess)
         return err;
-    // csrc/api keeps the tile count below 2^31. Causal tiles differ in work: one CTA per tile, handed out by the
-    // hardware as SMs free up; otherwise one persistent CTA per SM. H100, bf16, 16k tokens, non-causal, TFLOP/s,
-    // one CTA per tile -> persistent: d64 s = 512 / 2k / 16k 277 / 394 / 444 -> 342 / 419 / 447; d128 2k / 16k
-    // 527 / 635 -> 555 / 641.
+    // csrc/api keeps the tile count below 2^31. One persistent CTA per SM, or one per tile where there are fewer
+    // (TileSchedule). H100, bf16, 16k tokens, non-causal, TFLOP/s, one CTA per tile -> persistent: d64 s = 512 / 2k
+    // / 16k 277 / 394 / 444 -> 342 / 419 / 447; d128 2k / 16k 527 / 635 -> 555 / 641.
     const int64_t tiles = int64_t((p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM) * p.nhead_q * p.batch;
-    const int64_t grid  = a.causal ? tiles : std::min<int64_t>(tiles, sm_count());
+    const int64_t grid  = std::min<int64_t>(tiles, sm_count());
     if (grid == 0)
         return cudaSuccess;
     kernel<<<dim3(unsigned(grid)), Kt::kThreads, Kt::kSmemBytes, stream>>>(a);
