@@ -142,28 +142,33 @@ def poisoned_outputs(b, sq, h, dv, dtype):
             torch.full((b, h, sq), math.nan, device=DEV, dtype=torch.float32))
 
 
-def run_and_check(dtype, d, mask, sq, sk, hk, b=2, h=4, seed=None, use_asm_v3=False):
+def run_and_check(dtype, d, mask, sq, sk, hk, b=2, h=4, seed=None, use_asm_v3=False, dv=None):
     mask_type = MASKS[mask]
     left, right = MASK_WINDOWS[mask_type]
-    seed = seed_of(dtype, d, mask, sq, sk, hk, b, h) if seed is None else seed
-    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed)
-    out, lse = poisoned_outputs(b, sq, h, d, dtype)
+    dv = d if dv is None else dv
+    seed = seed_of(dtype, d, mask, sq, sk, hk, b, h, dv) if seed is None else seed
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed, dv=dv)
+    out, lse = poisoned_outputs(b, sq, h, dv, dtype)
     res = aiter_mha.mha_fwd(q, k, v, mask=mask, return_lse=True, out=out, lse=lse, use_asm_v3=use_asm_v3)
     assert res[0] is out and res[1] is lse
     torch.cuda.synchronize()
-    what = f"{dtype} d={d} {mask} b={b} h={h} h_k={hk} sq={sq} sk={sk}"
+    what = f"{dtype} d={d}/{dv} {mask} b={b} h={h} h_k={hk} sq={sq} sk={sk}"
     ref_lse = check_out(out, q, k, v, 1.0 / math.sqrt(d), mask_type, left, right, what)
     check_lse(lse, ref_lse, what)
     if use_asm_v3:
-        check_asm_ran(mask, sq, sk, d)
+        check_asm_ran(mask, sq, sk, max(d, dv), h, hk)
 
 
-def check_asm_ran(mask, sq, sk, d):
+PACKED_MAX_ROWS = 256 # csrc/api/mha_fwd.cpp, kPackedFwdMaxRows
+
+
+def check_asm_ran(mask, sq, sk, d, h, hk):
     """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
     on an sm_90 GPU, a use_asm_v3 call the asm family covers (d <= 128, no mask or causal, top-left only where
-    sq == sk) must have run on it, not fallen back to ck."""
+    sq == sk, not a GQA call of at most 256 packed rows per KV head) must have run on it, not fallen back to ck."""
+    pack = h // hk if h > hk else 1
     covered = (torch.cuda.get_device_capability() == (9, 0) and d <= 128 and sq > 0 and
-               (mask != "causal_top_left" or sq == sk))
+               (mask != "causal_top_left" or sq == sk) and not (pack > 1 and sq * pack <= PACKED_MAX_ROWS))
     if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
         name = aiter_mha.last_kernel_name()
         assert "_asm_v3_" in name, f"use_asm_v3 call ran {name}"
@@ -209,7 +214,7 @@ def test_bhsd_views(dt, mask, sq, sk, family):
     ref_lse = check_out(out, q, k, v, 1 / math.sqrt(d), mask_type, *MASK_WINDOWS[mask_type], f"bhsd {dt} {mask}")
     check_lse(lse, ref_lse, f"bhsd {dt} {mask}")
     if FAMILIES[family]:
-        check_asm_ran(mask, sq, sk, d)
+        check_asm_ran(mask, sq, sk, d, h, hk)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -217,7 +222,8 @@ def test_size_one_dims_with_any_stride(family):
     """PyTorch up to 2.9 exports the stride of a size-1 dim as 1 through DLPack: a decode step (batch 1, one query)
     over MQA reaches the library with such strides; it never steps along those dims, so they must not matter."""
     dtype, d = torch.bfloat16, 128
-    q, k, v = make_qkv(1, 1, 300, 8, 1, d, dtype, seed_of("size-1 strides"))
+    hk = 1 if family == "ck" else 8 # MQA one-query calls run on ck's packed tile: the asm case has 8 KV heads
+    q, k, v = make_qkv(1, 1, 300, 8, hk, d, dtype, seed_of("size-1 strides"))
 
     def ones(t):  # stride 1 on every size-1 dim
         return t.as_strided(t.shape, tuple(1 if n == 1 else s for n, s in zip(t.shape, t.stride())))
@@ -230,7 +236,7 @@ def test_size_one_dims_with_any_stride(family):
     ref_lse = check_out(out, q, k, v, 1 / math.sqrt(d), 0, -1, -1, "size-1 strides")
     check_lse(lse, ref_lse, "size-1 strides")
     if FAMILIES[family]:
-        check_asm_ran("none", 1, 300, d)
+        check_asm_ran("none", 1, 300, d, 8, hk)
 
 
 def random_configs(n=20, seed=7):
@@ -296,6 +302,30 @@ def test_use_asm_v3(mask, d):
     """use_asm_v3 asks for the Hopper family first; whichever family runs, the result must meet the bar."""
     run_and_check(torch.bfloat16, d, mask, 512, 512, 2, use_asm_v3=True)
     run_and_check(torch.bfloat16, d, mask, 333, 1000, 4, use_asm_v3=True)
+
+
+@pytest.mark.parametrize("dt, d, dv, mask, b, h, hk, sq, sk", [
+    # persistent grid (more tiles than SMs), causal row blocks in pairs: an odd count (17), both corners, the wide
+    # (176-key) causal kernel (sq >= 2048)
+    ("bf16", 128, 128, "causal_top_left", 2, 40, 8, 2100, 2100),
+    ("fp16", 128, 128, "causal_bottom_right", 2, 40, 40, 2100, 2100),
+    ("bf16", 64, 64, "causal_bottom_right", 2, 40, 8, 2100, 2100),
+    # bottom-right with sq > sk: CTAs mixing tiles without keys and tiles with keys
+    ("bf16", 128, 128, "causal_bottom_right", 4, 40, 40, 3000, 700),
+    ("fp16", 64, 64, "causal_bottom_right", 3, 64, 64, 640, 300),
+    # non-causal, several tiles per CTA: d64's three-stage ring wrapping across tiles, no keys at all
+    ("bf16", 64, 64, "none", 4, 40, 40, 1000, 1000),
+    ("fp16", 64, 64, "none", 3, 48, 16, 700, 1500),
+    ("bf16", 128, 128, "none", 2, 80, 80, 1000, 0),
+    # head dims below the instance's (zero-filled columns, masked O stores), hdim_q != hdim_v
+    ("bf16", 96, 96, "none", 2, 8, 8, 300, 500),
+    ("fp16", 40, 40, "causal_bottom_right", 2, 8, 8, 300, 500),
+    ("bf16", 64, 128, "none", 2, 8, 8, 300, 500),
+    ("bf16", 128, 64, "causal_bottom_right", 2, 8, 8, 500, 300),
+])
+def test_asm_schedules(dt, d, dv, mask, b, h, hk, sq, sk):
+    """The asm forward's tile schedules, ring and head-dim padding against the reference."""
+    run_and_check(DTYPES[dt], d, mask, sq, sk, hk, b=b, h=h, use_asm_v3=True, dv=dv)
 
 
 def test_scale_and_causal_alias():
@@ -465,8 +495,8 @@ def test_invalid_inputs_raise_value_error():
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_misaligned_views_are_safe(family):
     """q 2 bytes past an aligned address with odd row and head strides: the library either computes the right answer
-    or refuses with a reason; it never faults (the CUDA context stays usable for the next call). The asm family's
-    tensor copies need 16-byte alignment: with use_asm_v3 such a call goes to ck."""
+    or refuses with a reason; it never faults (the CUDA context stays usable for the next call), with use_asm_v3
+    too (the asm family's tensor copies need 16-byte alignment)."""
     dtype, b, sq, sk, h, hk, d = torch.float16, 2, 100, 150, 4, 2, 64
     q0, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("misaligned"))
     q = torch.empty(b, sq, h, d + 1, device=DEV, dtype=dtype)[..., 1:]

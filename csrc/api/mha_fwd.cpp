@@ -267,10 +267,24 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
         why_not = "batch-mode logical lengths (cu_seqlen_q / cu_seqlen_k) are not covered";
         return nullptr;
     }
-    // the tensor copies: 16-byte aligned bases and strides (an extent-1 dimension's stride is never used); the
-    // epilogue's 4-byte stores of O
+    // GQA decode and short chunks: the packed tile below reads K / V once per KV head; the asm tile would read them
+    // once per query head, in 128-row tiles of mostly absent rows
+    {
+        const int pack = pack_ratio(a.nhead_q, a.nhead_k, a.bias_type, a.seqlen_q);
+        if (pack > 1 && int64_t(a.seqlen_q) * pack <= kPackedFwdMaxRows)
+        {
+            why_not = "GQA calls of at most " + str(kPackedFwdMaxRows) + " packed rows per KV head run on ck's packed "
+                      "tile, which reads K / V once per KV head";
+            return nullptr;
+        }
+    }
+    // the tensor copies: 16-byte aligned bases and positive strides that are multiples of 16 bytes (an extent-1
+    // dimension's stride is never used: broadcast K / V with stride 0 go to ck); the epilogue's 4-byte stores of O.
+    // invalid_argument already asks most of this of every call; the copy engine needs all of it.
     auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-    auto stride_ok = [](int64_t stride, int64_t extent, int unit) { return extent == 1 || stride % unit == 0; };
+    auto stride_ok = [](int64_t stride, int64_t extent, int unit) {
+        return extent == 1 || (stride > 0 && stride % unit == 0);
+    };
     const bool copies_ok =
         aligned16(a.q_ptr) && aligned16(a.k_ptr) && aligned16(a.v_ptr) && stride_ok(a.stride_q, a.seqlen_q, 8) &&
         stride_ok(a.stride_k, a.seqlen_k, 8) && stride_ok(a.stride_v, a.seqlen_k, 8) &&
@@ -282,13 +296,8 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
                         stride_ok(a.nhead_stride_o, a.nhead_q, 2) && stride_ok(a.batch_stride_o, a.batch, 2);
     if (!copies_ok || !out_ok)
     {
-        why_not = "q / k / v need 16-byte aligned pointers and strides that are multiples of 8 elements, o 4-byte "
-                  "aligned with even strides";
-        return nullptr;
-    }
-    if ((int64_t(a.seqlen_q) + 127) / 128 * a.nhead_q * a.batch > INT32_MAX)
-    {
-        why_not = "more than 2^31 - 1 tiles of 128 query rows";
+        why_not = "q / k / v need 16-byte aligned pointers and positive strides that are multiples of 8 elements, o "
+                  "4-byte aligned with positive even strides";
         return nullptr;
     }
     const FwdInstance* in = find_instance(Family::asm_v3, dt, a.hdim_q, a.hdim_v, 0, why_not);

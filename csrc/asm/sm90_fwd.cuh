@@ -32,9 +32,9 @@
 
 namespace mha::asm90 {
 
-// Tile shape and roles. Shared memory (bytes, d128): Q 32 KB + 2 stages x (K 32 KB + V 32 KB) = 160 KB; d64: Q 16 KB
-// + 3 stages x 32 KB = 112 KB. Registers: the producer warpgroup gives its registers to the consumers
-// (setmaxnreg 24 / 240: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536).
+// Tile shape and roles. Shared memory at 176-key blocks: d128 Q 32 KB + 2 stages x (K 44 KB + V 44 KB) = 208 KB,
+// d64 Q 16 KB + 3 stages x (K 22 KB + V 22 KB) = 148 KB (128-key blocks: 160 / 112 KB). Registers: the producer
+// warpgroup gives its registers to the consumers (setmaxnreg 24 / 240: 128 x 24 + 256 x 240 = 64,512 of 65,536).
 template <typename Element_, int kHeadDim_, int kBlockN_ = 128>
 struct Sm90FwdTraits
 {
