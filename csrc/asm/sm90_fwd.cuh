@@ -1,12 +1,14 @@
 #pragma once
-// The asm ("v3") family's forward on sm_90a: one CTA per 128 query rows of one head, three warpgroups.
+// The asm ("v3") family's forward on sm_90a: tiles of 128 query rows of one head, three warpgroups per CTA, one
+// persistent CTA per SM (TileSchedule).
 //   warpgroup 0        producer: one thread issues the tensor copies of Q and of each K / V block (TMA,
 //                      128-byte swizzle) into a ring of kStages stages, each completing on an mbarrier
 //   warpgroups 1 and 2 consumers: 64 query rows each; S = Q K^T by wgmma from shared memory, the online softmax
 //                      in registers, O += P V by wgmma with P from registers
 // A consumer issues block i's S GEMM and block i-1's PV GEMM back to back and runs block i's softmax while the PV
-// GEMM is in flight (FlashAttention-3's intra-warpgroup overlap). Covers no mask and causal masks (top-left or
-// bottom-right), batch mode, MQA / GQA, LSE; csrc/api/mha_fwd.cpp (asm_instance) decides which calls come here.
+// GEMM is in flight (FlashAttention-3's intra-warpgroup overlap); the two consumers take turns issuing (ping-pong).
+// Covers no mask and causal masks (top-left or bottom-right), batch mode, MQA / GQA, LSE; csrc/api/mha_fwd.cpp
+// (asm_instance) decides which calls come here.
 
 #include "../common/driver_api.h"
 #include "../common/func_attr.h"
