@@ -164,10 +164,10 @@ PACKED_MAX_ROWS = 256 # csrc/api/mha_fwd.cpp, kPackedFwdMaxRows
 
 def check_asm_ran(mask, sq, sk, d, h, hk):
     """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
-    on an sm_90 GPU, a use_asm_v3 call the asm family covers (d <= 128, no mask or causal, top-left only where
+    on an sm_90 GPU, a use_asm_v3 call the asm family covers (d <= 256, no mask or causal, top-left only where
     sq == sk, not a GQA call of at most 256 packed rows per KV head) must have run on it, not fallen back to ck."""
     pack = h // hk if h > hk else 1
-    covered = (torch.cuda.get_device_capability() == (9, 0) and d <= 128 and sq > 0 and
+    covered = (torch.cuda.get_device_capability() == (9, 0) and d <= 256 and sq > 0 and
                (mask != "causal_top_left" or sq == sk) and not (pack > 1 and sq * pack <= PACKED_MAX_ROWS))
     if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
         name = aiter_mha.last_kernel_name()
@@ -322,6 +322,13 @@ def test_use_asm_v3(mask, d):
     ("fp16", 40, 40, "causal_bottom_right", 2, 8, 8, 300, 500),
     ("bf16", 64, 128, "none", 2, 8, 8, 300, 500),
     ("bf16", 128, 64, "causal_bottom_right", 2, 8, 8, 500, 300),
+    # d256 (80-key blocks, four column atoms) and the head dims it pads: 192, 192/128, 160
+    ("bf16", 256, 256, "none", 2, 40, 8, 1000, 1000),
+    ("fp16", 256, 256, "causal_bottom_right", 2, 40, 40, 2100, 2100),
+    ("bf16", 256, 256, "causal_top_left", 1, 4, 4, 333, 333),
+    ("bf16", 192, 192, "none", 2, 8, 8, 300, 700),
+    ("fp16", 192, 128, "causal_bottom_right", 2, 16, 16, 700, 900),
+    ("bf16", 160, 160, "none", 1, 8, 2, 500, 77),
 ])
 def test_asm_schedules(dt, d, dv, mask, b, h, hk, sq, sk):
     """The asm forward's tile schedules, ring and head-dim padding against the reference."""

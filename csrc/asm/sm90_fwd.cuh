@@ -41,9 +41,9 @@ template <typename Element_, int kHeadDim_, int kBlockN_ = 128>
 struct Sm90FwdTraits
 {
     using Element = Element_;
-    static constexpr int kHeadDim     = kHeadDim_; // 64 or 128: whole 128-byte swizzle atoms of columns
+    static constexpr int kHeadDim     = kHeadDim_; // 64, 128 or 256: whole 128-byte swizzle atoms of columns
     static constexpr int kBlockM      = 128;       // two consumer warpgroups of 64 rows
-    static constexpr int kBlockN      = kBlockN_;  // keys per block: 128 or 176
+    static constexpr int kBlockN      = kBlockN_;  // keys per block: 128 or 176 (d256: 80)
     // ring stages: d64 three (two lost 1-6%, H100), d128 two (the shared memory's limit at 176-key blocks)
     static constexpr int kStages      = kHeadDim <= 64 ? 3 : 2;
     static constexpr int kConsumers   = 2;         // consumer warpgroups
@@ -56,8 +56,8 @@ struct Sm90FwdTraits
     static constexpr int kConsumerRegs = 240;
     // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers
     static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + 8 * (2 + 3 * kStages);
-    static_assert(kHeadDim == 64 || kHeadDim == 128, "whole 128-byte atoms, at most two");
-    static_assert(kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
+    static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "the PV GEMM atoms instantiated below");
+    static_assert(kBlockN == 80 || kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
     static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
 };
 
@@ -128,6 +128,10 @@ namespace gm = cute::SM90::GMMA;
 template <typename Element, int N>
 struct SsAtom;
 template <>
+struct SsAtom<cutlass::bfloat16_t, 80> { using type = gm::MMA_64x80x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
+template <>
+struct SsAtom<cutlass::half_t, 80> { using type = gm::MMA_64x80x16_F32F16F16_SS<gm::Major::K, gm::Major::K>; };
+template <>
 struct SsAtom<cutlass::bfloat16_t, 128> { using type = gm::MMA_64x128x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
 template <>
 struct SsAtom<cutlass::bfloat16_t, 176> { using type = gm::MMA_64x176x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
@@ -144,6 +148,7 @@ struct Gmma<cutlass::bfloat16_t>
 {
     using RS128 = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
     using RS64  = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+    using RS256 = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
     __device__ __forceinline__ static uint32_t pack(float lo, float hi)
     {
         __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -156,6 +161,7 @@ struct Gmma<cutlass::half_t>
 {
     using RS128 = cute::SM90::GMMA::MMA_64x128x16_F32F16F16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
     using RS64  = cute::SM90::GMMA::MMA_64x64x16_F32F16F16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
+    using RS256 = cute::SM90::GMMA::MMA_64x256x16_F32F16F16_RS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>;
     __device__ __forceinline__ static uint32_t pack(float lo, float hi)
     {
         __half2 v = __floats2half2_rn(lo, hi);
@@ -390,7 +396,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 {
                     const uint64_t dv =
                         dev::desc_sw128(v_base + kk * 16 * Kt::kAtomRows, kBlockN * Kt::kAtomRows, 1024);
-                    if constexpr (D == 128)
+                    if constexpr (D == 256)
+                        dev::gmma_rs<typename G::RS256>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
+                    else if constexpr (D == 128)
                         dev::gmma_rs<typename G::RS128>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
                     else
                         dev::gmma_rs<typename G::RS64>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
@@ -639,10 +647,10 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
 // s = 512 / 2k / 16k 349 / 475 / 555 -> 358 / 493 / 578, causal 512 / 1k / 2k / 16k 235 / 318 / 387 / 513 -> 217 /
 // 307 / 392 / 544; d64 (persistent) non-causal 512 / 2k / 8k / 16k 342 / 419 / 442 / 447 -> 358 / 444 / 479 / 486,
 // causal 8k / 16k 411 / 441 -> 440 / 488, 2k even (327 / 325).
-template <typename Element, int kHeadDim, int kWideN>
+template <typename Element, int kHeadDim, int kWideN, int kNarrowN = 128>
 struct Sm90FwdInstance
 {
-    using Narrow = Sm90FwdTraits<Element, kHeadDim, 128>;
+    using Narrow = Sm90FwdTraits<Element, kHeadDim, kNarrowN>;
     using Wide   = Sm90FwdTraits<Element, kHeadDim, kWideN>;
     static constexpr int kWideMinRowsCausal = 2048;
     static constexpr int kSmemBytes = Narrow::kSmemBytes > Wide::kSmemBytes ? Narrow::kSmemBytes : Wide::kSmemBytes;
