@@ -165,13 +165,16 @@ PACKED_MAX_ROWS = 256 # csrc/api/mha_fwd.cpp, kPackedFwdMaxRows
 def check_asm_ran(mask, sq, sk, d, h, hk):
     """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
     on an sm_90 GPU, a use_asm_v3 call the asm family covers (d <= 256, no mask or causal, top-left only where
-    sq == sk, not a GQA call of at most 256 packed rows per KV head) must have run on it, not fallen back to ck."""
+    sq == sk, not a GQA call of at most 256 packed rows per KV head) must have run on its smallest instance that
+    covers the head dims (d = max(hdim_q, hdim_v)), not fallen back to ck. MHA_REQUIRE_ASM=1 asks for a build with
+    every asm instance of the dtypes it runs."""
     pack = h // hk if h > hk else 1
     covered = (torch.cuda.get_device_capability() == (9, 0) and d <= 256 and sq > 0 and
                (mask != "causal_top_left" or sq == sk) and not (pack > 1 and sq * pack <= PACKED_MAX_ROWS))
     if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
         name = aiter_mha.last_kernel_name()
-        assert "_asm_v3_" in name, f"use_asm_v3 call ran {name}"
+        want = f"_asm_v3_{'bf16' if '_bf16_' in name else 'fp16'}_d{64 if d <= 64 else 128 if d <= 128 else 256}_"
+        assert want in name, f"use_asm_v3 call ran {name}, not the smallest asm instance ({want})"
 
 
 # ------------------------------------------------------------------------------------------------ correctness grid
@@ -297,7 +300,7 @@ def test_sliding_window(mask_type, left, right, sq, sk, family):
 
 
 @pytest.mark.parametrize("mask", ["none", "causal_bottom_right"])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 256])
 def test_use_asm_v3(mask, d):
     """use_asm_v3 asks for the Hopper family first; whichever family runs, the result must meet the bar."""
     run_and_check(torch.bfloat16, d, mask, 512, 512, 2, use_asm_v3=True)
@@ -329,6 +332,10 @@ def test_use_asm_v3(mask, d):
     ("bf16", 192, 192, "none", 2, 8, 8, 300, 700),
     ("fp16", 192, 128, "causal_bottom_right", 2, 16, 16, 700, 900),
     ("bf16", 160, 160, "none", 1, 8, 2, 500, 77),
+    ("bf16", 256, 256, "causal_bottom_right", 3, 8, 8, 900, 200), # rows that see no key
+    ("fp16", 256, 256, "none", 2, 140, 140, 300, 0),
+    ("bf16", 256, 256, "none", 2, 8, 8, 1, 3000),
+    ("bf16", 128, 256, "causal_bottom_right", 2, 8, 4, 700, 700),
 ])
 def test_asm_schedules(dt, d, dv, mask, b, h, hk, sq, sk):
     """The asm forward's tile schedules, ring and head-dim padding against the reference."""

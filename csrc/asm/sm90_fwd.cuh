@@ -35,7 +35,8 @@
 namespace mha::asm90 {
 
 // Tile shape and roles. Shared memory at 176-key blocks: d128 Q 32 KB + 2 stages x (K 44 KB + V 44 KB) = 208 KB,
-// d64 Q 16 KB + 3 stages x (K 22 KB + V 22 KB) = 148 KB (128-key blocks: 160 / 112 KB). Registers: the producer
+// d64 Q 16 KB + 3 stages x (K 22 KB + V 22 KB) = 148 KB (128-key blocks: 160 / 112 KB); d256 at 80-key blocks: Q 64
+// KB + 2 x (40 + 40) KB = 224 KB, 225 KB with the alignment slack (88 keys would not fit). Registers: the producer
 // warpgroup gives its registers to the consumers (setmaxnreg 24 / 240: 128 x 24 + 256 x 240 = 64,512 of 65,536).
 template <typename Element_, int kHeadDim_, int kBlockN_ = 128>
 struct Sm90FwdTraits
@@ -193,8 +194,8 @@ __device__ __forceinline__ void gmma_rs(const uint32_t (&a)[4], uint64_t db, flo
 // from the L2. When the grid covers every tile (one tile per CTA, handed out by the hardware as SMs free up), an
 // item is one tile, heaviest row block first. Otherwise the grid is persistent (one CTA per SM: the producer loads
 // the next tile's Q and K / V while the consumers finish the current one), and under a causal mask an item is a
-// pair of row blocks m and num_m - 1 - m, whose key blocks add up to the same count for every pair, so that the
-// static round robin stays balanced.
+// pair of row blocks m and num_m - 1 - m, whose key blocks add up to about the same count for every pair, so that
+// the static round robin stays balanced.
 struct TileCoord
 {
     int m_block, h, b;
@@ -641,13 +642,13 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-// One asm instance: two key-block widths of one (dtype, head dim). The wide block (176 keys) serves calls without a
-// mask and causal calls of at least kWideMinRowsCausal rows; 128 keys serve shorter causal calls, whose diagonal
-// blocks are mostly masked. H100, bf16, 16k tokens, TFLOP/s, 128 -> 176 keys: d128 (one CTA per tile) non-causal
+// One asm instance: two key-block widths of one (dtype, head dim) (d256: one, 80 keys). The wide block serves calls
+// without a mask and causal calls of at least kWideMinRowsCausal rows; 128 keys serve shorter causal calls, whose
+// diagonal blocks are mostly masked. H100, bf16, 16k tokens, TFLOP/s, 128 -> 176 keys: d128 (one CTA per tile) non-causal
 // s = 512 / 2k / 16k 349 / 475 / 555 -> 358 / 493 / 578, causal 512 / 1k / 2k / 16k 235 / 318 / 387 / 513 -> 217 /
 // 307 / 392 / 544; d64 (persistent) non-causal 512 / 2k / 8k / 16k 342 / 419 / 442 / 447 -> 358 / 444 / 479 / 486,
 // causal 8k / 16k 411 / 441 -> 440 / 488, 2k even (327 / 325).
-template <typename Element, int kHeadDim, int kWideN, int kNarrowN = 128>
+template <typename Element, int kHeadDim, int kWideN, int kNarrowN = (kWideN < 128 ? kWideN : 128)>
 struct Sm90FwdInstance
 {
     using Narrow = Sm90FwdTraits<Element, kHeadDim, kNarrowN>;

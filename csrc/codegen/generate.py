@@ -57,7 +57,7 @@ for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
     CK_FWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
 # asm ("v3") forward instances, sm_90a only (csrc/asm/sm90_fwd.cuh): (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps).
 # Three warpgroups: a TMA producer and two wgmma consumers of 64 rows each. "plain" only (no mask, causal).
-# block_n is the wide block (176 keys); each instance also holds a 128-key kernel for short causal calls
+# block_n is the wide block (176 keys); the d64 / d128 instances also hold a 128-key kernel for short causal calls
 # (csrc/asm/sm90_fwd.cuh, Sm90FwdInstance, has the measurements).
 # d256: 80-key blocks for every call (Q 64 KB + two stages of K / V 40 KB each: 225 KB of shared memory).
 ASM_FWD_TILES = {
@@ -245,7 +245,7 @@ def instance_source(i: Instance) -> str:
                   f"{i.warps}, {a_sdp}, {a_dkv}, {a_dq}, {BWD_VARIANTS[i.variant]}>")
         include, params, run = "ck/bwd_launch.cuh", "BwdParams", "run_bwd"
     elif i.api == "fwd" and i.family == "asm_v3":
-        traits = f"mha::asm90::Sm90FwdInstance<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.block_n}, {min(128, i.block_n)}>"
+        traits = f"mha::asm90::Sm90FwdInstance<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.block_n}>"
         include, params, run = "asm/sm90_fwd.cuh", "FwdParams", "asm90::run_fwd_sm90"
     else:
         raise ValueError(f"no source template for {i.name}")
