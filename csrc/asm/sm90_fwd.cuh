@@ -79,24 +79,6 @@ struct Sm90FwdParams
 #if MHA_SM90A
 namespace dev {
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-
 // One box of a 4-d tensor map into shared memory, completing on `bar`.
 __device__ __forceinline__ void tma_load(void* dst, const TmaDesc& map, int c0, int c1, int c2, int c3, uint64_t* bar)
 {
@@ -271,13 +253,13 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     if (tid == 0)
     {
-        dev::mbar_init(full_q, 1);
-        dev::mbar_init(empty_q, Kt::kConsumers * 4); // one arrival per consumer warp
+        mbar_init(smem_u32(full_q), 1);
+        mbar_init(smem_u32(empty_q), Kt::kConsumers * 4); // one arrival per consumer warp
         for (int s = 0; s < kStages; ++s)
         {
-            dev::mbar_init(full_k + s, 1);
-            dev::mbar_init(full_v + s, 1);
-            dev::mbar_init(empty_kv + s, Kt::kConsumers * 4);
+            mbar_init(smem_u32(full_k + s), 1);
+            mbar_init(smem_u32(full_v + s), 1);
+            mbar_init(smem_u32(empty_kv + s), Kt::kConsumers * 4);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -304,8 +286,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             if (n_blocks == 0)
                 continue;
             if (q_loads > 0) // the consumers' last S GEMM of the previous tile has read Q
-                mbar_wait(dev::smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
-            dev::mbar_expect_tx(full_q, Kt::kQBytes);
+                mbar_wait(smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
+            mbar_expect_tx(smem_u32(full_q), Kt::kQBytes);
             for (int a = 0; a < kAtoms; ++a)
                 dev::tma_load(sQ + a * kBlockM * Kt::kAtomRows, p.tma_q, 64 * a, m0, tc.h, tc.b, full_q);
             ++q_loads;
@@ -313,14 +295,14 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             {
                 const int s = fill % kStages;
                 if (fill >= kStages)
-                    mbar_wait(dev::smem_u32(empty_kv + s), uint32_t(((fill / kStages) & 1) ^ 1));
+                    mbar_wait(smem_u32(empty_kv + s), uint32_t(((fill / kStages) & 1) ^ 1));
                 unsigned char* k_dst = sK + s * Kt::kKvBytes;
                 unsigned char* v_dst = sV + s * Kt::kKvBytes;
-                dev::mbar_expect_tx(full_k + s, Kt::kKvBytes);
+                mbar_expect_tx(smem_u32(full_k + s), Kt::kKvBytes);
                 for (int a = 0; a < kAtoms; ++a)
                     dev::tma_load(k_dst + a * kBlockN * Kt::kAtomRows, p.tma_k, 64 * a, it * kBlockN, hk, tc.b,
                                   full_k + s);
-                dev::mbar_expect_tx(full_v + s, Kt::kKvBytes);
+                mbar_expect_tx(smem_u32(full_v + s), Kt::kKvBytes);
                 for (int a = 0; a < kAtoms; ++a)
                     dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, it * kBlockN, hk, tc.b,
                                   full_v + s);
@@ -367,13 +349,13 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 
         if (n_blocks > 0)
         {
-            mbar_wait(dev::smem_u32(full_q), uint32_t(q_loads & 1));
+            mbar_wait(smem_u32(full_q), uint32_t(q_loads & 1));
             ++q_loads;
-            const uint32_t q_base = dev::smem_u32(sQ) + 64 * cw * Kt::kAtomRows;
+            const uint32_t q_base = smem_u32(sQ) + 64 * cw * Kt::kAtomRows;
 
             // S = Q K_blk^T for the stage's K (issued, not waited for)
             auto issue_s = [&](int st) {
-                const uint32_t k_base = dev::smem_u32(sK + st * Kt::kKvBytes);
+                const uint32_t k_base = smem_u32(sK + st * Kt::kKvBytes);
                 dev::fence_regs(s);
                 cute::warpgroup_arrive();
 #pragma unroll
@@ -389,7 +371,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             };
             // O += P V_blk for the stage's V (issued, not waited for)
             auto issue_pv = [&](int st) {
-                const uint32_t v_base = dev::smem_u32(sV + st * Kt::kKvBytes);
+                const uint32_t v_base = smem_u32(sV + st * Kt::kKvBytes);
                 dev::fence_regs(o);
                 cute::warpgroup_arrive();
 #pragma unroll
@@ -472,13 +454,13 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             };
             auto release = [&](uint64_t* bar) {
                 if (lane == 0)
-                    dev::mbar_arrive(bar);
+                    mbar_arrive(smem_u32(bar));
             };
             auto stage = [](int f) { return f % kStages; };
             auto phase = [](int f) { return uint32_t((f / kStages) & 1); };
 
             // block 0
-            mbar_wait(dev::smem_u32(full_k + stage(fill)), phase(fill));
+            mbar_wait(smem_u32(full_k + stage(fill)), phase(fill));
             turn_wait();
             issue_s(stage(fill));
             turn_pass();
@@ -492,8 +474,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             for (int it = 1; it < n_blocks; ++it)
             {
                 const int cur = fill + it, prev = cur - 1;
-                mbar_wait(dev::smem_u32(full_k + stage(cur)), phase(cur));
-                mbar_wait(dev::smem_u32(full_v + stage(prev)), phase(prev));
+                mbar_wait(smem_u32(full_k + stage(cur)), phase(cur));
+                mbar_wait(smem_u32(full_v + stage(prev)), phase(prev));
                 turn_wait();
                 issue_s(stage(cur));
                 issue_pv(stage(prev));
@@ -511,7 +493,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 pack();
             }
             const int last = fill + n_blocks - 1;
-            mbar_wait(dev::smem_u32(full_v + stage(last)), phase(last));
+            mbar_wait(smem_u32(full_v + stage(last)), phase(last));
             turn_wait();
             issue_pv(stage(last));
             turn_pass();

@@ -101,7 +101,7 @@ struct DecodeRing
         if (lane == 0)
         {
             for (int s = 0; s < kStages; ++s)
-                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bars + s)));
+                mbar_init(smem_addr(bars + s), 1);
             asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         }
         __syncwarp();
@@ -111,9 +111,7 @@ struct DecodeRing
     __device__ __forceinline__ void arm(int st, uint32_t bytes, int lane)
     {
         if (lane == 0)
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bars + st)),
-                         "r"(bytes)
-                         : "memory");
+            mbar_expect_tx(smem_addr(bars + st), bytes);
         __syncwarp();
     }
 

@@ -36,6 +36,19 @@ ARCHS = {
 CPP_DTYPE = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 ENUM_DTYPE = {"fp16": "mha::DType::fp16", "bf16": "mha::DType::bf16"}
 
+
+
+def apply_tile_override(table: dict, env: str, drop=None) -> None:
+    """Experiments: env="128x128=128,128,8;64x64=128,64,4" replaces rows of a tile table without editing it (and
+    removes each overridden key from `drop`, a table that would otherwise take precedence)."""
+    for item in filter(None, os.environ.get(env, "").split(";")):
+        dims, tile = item.split("=")
+        key = tuple(int(x) for x in dims.split("x"))
+        table[key] = tuple(int(x) for x in tile.split(","))
+        if drop is not None:
+            drop.pop(key, None)
+
+
 # ck forward instances: (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps). Mirrors the comment in csrc/ck/fwd_traits.cuh.
 # A call runs on the cheapest instance whose head dims cover both of its own (zero-padded in between).
 # Measured on H200, bf16, 16k tokens (scripts/tile_experiment.sh): d64 128x64 beats 128x128 by 8-18% (304-335 vs
@@ -52,9 +65,7 @@ CK_FWD_TILES = {
     (256, 256): (64, 64, 4),
 }
 # Experiments: MHA_TILE_OVERRIDE="128x128=128,128,8;64x64=128,64,4" replaces tiles without editing this table.
-for _item in filter(None, os.environ.get("MHA_TILE_OVERRIDE", "").split(";")):
-    _dims, _tile = _item.split("=")
-    CK_FWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
+apply_tile_override(CK_FWD_TILES, "MHA_TILE_OVERRIDE")
 # asm ("v3") forward instances, sm_90a only (csrc/asm/sm90_fwd.cuh): (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps).
 # Three warpgroups: a TMA producer and two wgmma consumers of 64 rows each. "plain" only (no mask, causal).
 # block_n is the wide block (176 keys); the d64 / d128 instances also hold a 128-key kernel for short causal calls
@@ -66,9 +77,7 @@ ASM_FWD_TILES = {
     (256, 256): (128, 80, 12),
 }
 # Experiments: MHA_ASM_TILE_OVERRIDE="128x128=128,176,12" replaces asm tiles.
-for _item in filter(None, os.environ.get("MHA_ASM_TILE_OVERRIDE", "").split(";")):
-    _dims, _tile = _item.split("=")
-    ASM_FWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
+apply_tile_override(ASM_FWD_TILES, "MHA_ASM_TILE_OVERRIDE")
 ASM_ARCH = "sm_90a"
 # Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), "full" only, two per head-dim pair:
 # - decode: 16 rows (one query of a packed GQA group of up to 16 heads, or a few speculative tokens) and one warp,
@@ -105,10 +114,7 @@ CK_BWD_TILES_SMALL = {
     (64, 64): (64, 128, 8, 2, 4, 4),
 }
 # Experiments: MHA_BWD_TILE_OVERRIDE="128x128=64,64,8,2,4,4" replaces backward tiles.
-for _item in filter(None, os.environ.get("MHA_BWD_TILE_OVERRIDE", "").split(";")):
-    _dims, _tile = _item.split("=")
-    CK_BWD_TILES[tuple(int(x) for x in _dims.split("x"))] = tuple(int(x) for x in _tile.split(","))
-    CK_BWD_TILES_SMALL.pop(tuple(int(x) for x in _dims.split("x")), None)
+apply_tile_override(CK_BWD_TILES, "MHA_BWD_TILE_OVERRIDE", drop=CK_BWD_TILES_SMALL)
 
 
 def bwd_tiles(archs=(), variant="plain") -> dict:

@@ -1,11 +1,34 @@
 #pragma once
-// Waits on a shared-memory mbarrier (its shared-window address) until the phase of the given parity has completed;
-// shared by the decode step's tensor-copy ring (csrc/ck/decode_ring.cuh) and the generic paged-attention kernel's
-// cp.async ring (csrc/paged/paged_attention.cu).
+// Shared-memory mbarriers by their shared-window address: init, arrivals (plain, or arming a phase for a number of
+// copy-engine bytes) and the wait for a phase of a given parity. Shared by the decode step's tensor-copy ring
+// (csrc/ck/decode_ring.cuh), the generic paged-attention kernel's cp.async ring (csrc/paged/paged_attention.cu) and
+// the asm forward's TMA rings (csrc/asm/sm90_fwd.cuh).
 
 #include <cstdint>
 
 namespace mha {
+
+// The shared-window address of a pointer into shared memory.
+__device__ __forceinline__ uint32_t smem_u32(const void* p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Arrives and arms the current phase for `bytes` more bytes of copy-engine writes (complete_tx).
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
 
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 {
