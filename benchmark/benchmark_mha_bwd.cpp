@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -650,6 +651,12 @@ int run(const BwdConfig& c)
     pool.begin_call();
     const float ave_time = aiter::mha_bwd(args, stream);
     BENCH_CHECK_CUDA(cudaDeviceSynchronize());
+    // -v3_api_check=1: 1 without a launch when the asm backward covers the call; otherwise ck ran (AITER HEAD)
+    if (c.v3_api_check && ave_time > 0.f && std::strstr(aiter::mha_get_last_kernel_name(), "_asm_v3_") != nullptr)
+    {
+        std::cout << ", v3 supported" << std::endl;
+        return kExitPass;
+    }
 
     if (const std::optional<int> code =
             end_before_timing(ave_time, false, "not supported yet", aiter::mha_get_last_error))

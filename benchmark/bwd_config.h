@@ -59,13 +59,15 @@ inline ArgParser make_bwd_parser()
         .insert("repeat", "10", "number of iterations to benchmark the kernel")
         .insert("deterministic", "0",
                 "1: bit-identical dq run to run (here: fp32 atomics in key-block order, AITER: multi-buffer reduction)")
-        .insert("bwd_v3", "0", "read as a bool, as AITER: 1 tries the asm backward first (none here: ck runs)")
+        .insert("bwd_v3", "0", "read as a bool, as AITER: 1 tries the asm (sm90a) backward first; calls it does not "
+                               "cover run on ck")
         .insert("v3_atomic_fp32", "1",
                 "accepted; dq always accumulates in fp32 here (AITER: 0 uses fp16/bf16 atomics with bwd_v3=1)")
         .insert("v3_bf16_cvt", "1", "float to bf16 convert type when bwd_v3 is set to 1, 0:RTNE; 1:RTNA; 2:RTZ")
         .insert("v3_api_check", "0",
                 "if set to 1, check whether the input scenarios is supported by the asm kernel.\n"
-                "there is no bwd asm kernel here: the ck backward runs, as AITER HEAD's mha_bwd falls back")
+                "with -bwd_v3=1 a covered call prints 'v3 supported' without launching; otherwise the ck backward\n"
+                "runs, as AITER HEAD's mha_bwd falls back")
         // ours, after AITER's flags
         .insert("flush_cache", "0", "1: sweep the L2 before every timed pass and time each pass alone (inputs read\n"
                                     "from DRAM, as inside a model); not an AITER flag");

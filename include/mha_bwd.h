@@ -16,10 +16,12 @@ namespace aiter {
 struct mha_bwd_args
 {
     // aiter control
-    bool use_asm_v3 = {};
+    bool use_asm_v3 = {};     // try the sm_90a asm backward first (batch mode, no mask / causal, no bias, ALiBi,
+                              // dropout, sink logits or deterministic mode, head dims up to 128); else ck
     bool v3_atomic_fp32 = {}; // AITER: asm dQ accumulation in fp32 (1) or fp16/bf16 (0); accepted, dQ is fp32 here
-    int v3_bf16_cvt = {};     // AITER: the asm backward's bf16 rounding (0 RTNE, 1 RTNA, 2 RTZ); accepted, ck: RTNE
-    bool v3_api_check = {};   // as AITER HEAD's mha_bwd: no asm backward answers, so the ck backward runs (it launches)
+    int v3_bf16_cvt = {};     // AITER: the asm backward's bf16 rounding (0 RTNE, 1 RTNA, 2 RTZ); accepted, RTNE
+    bool v3_api_check = {};   // as AITER HEAD's mha_bwd: returns 1 without launching when the asm backward covers
+                              // the call; otherwise the ck backward runs (it launches)
 
     // traits
     int hdim_q = {};

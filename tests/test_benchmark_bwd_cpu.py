@@ -235,6 +235,16 @@ def test_v3_api_check_runs_the_ck_backward(fake_exe):
     assert r.returncode == 0 and ", valid:y" in r.stdout, r.stdout + r.stderr
 
 
+def test_v3_api_check_answers_when_the_asm_backward_covers_the_call(fake_exe):
+    """With -bwd_v3=1 and an asm backward that covers the call, -v3_api_check=1 prints 'v3 supported' and exits 0
+    without timing or validating anything; without -bwd_v3 the ck backward runs as above."""
+    r = run(fake_exe, *"-b=1 -h=2 -s=33 -d=16 -bwd_v3=1 -v3_api_check=1".split(), env={"FAKE_MHA_BWD": "asm"})
+    assert r.returncode == 0 and r.stdout.rstrip().endswith(", v3 supported"), r.stdout + r.stderr
+    assert "valid:" not in r.stdout and "TFlops" not in r.stdout, r.stdout
+    r = run(fake_exe, *"-b=1 -h=2 -s=33 -d=16 -v3_api_check=1 -warmup=0 -repeat=1".split(), env={"FAKE_MHA_BWD": "asm"})
+    assert r.returncode == 0 and ", valid:y" in r.stdout, r.stdout + r.stderr
+
+
 def test_flow_reports_unsupported(fake_exe):
     r = run(fake_exe, *"-b=2 -h=2 -s=33 -d=16".split(), env={"FAKE_MHA_BWD": "unsupported"})
     assert r.returncode == EXIT_FAILED

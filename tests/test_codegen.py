@@ -37,8 +37,11 @@ def test_filters_select_the_expected_instances():
     # plain: the ck instance and the asm (sm_90a) one
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
         "fmha_fwd_ck_bf16_d128_b128x48_w4_plain", "fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain"]
-    assert sorted(i.name for i in inst if i.family == "asm_v3") == [
+    assert sorted(i.name for i in inst if i.family == "asm_v3" and i.api == "fwd") == [
         f"fmha_fwd_asm_v3_{t}_d{d}_b128x{n}_w12_plain" for t in ("bf16", "fp16") for d, n in ((128, 176), (256, 80), (64, 176))]
+    # the asm backward: d64 (128-row query blocks) and d128 (64-row), plain
+    assert sorted(i.name for i in inst if i.family == "asm_v3" and i.api == "bwd") == [
+        f"fmha_bwd_asm_v3_{t}_d{d}_b{m}x128_w12_plain" for t in ("bf16", "fp16") for d, m in ((128, 64), (64, 128))]
     # 192/128 and 192/192 x 2 dtypes: fwd plain + alibi + full, split-KV decode + prefill, bwd plain + alibi +
     # dropout + full
     assert len(gen.select(inst, None, None, ["192"], "")) == 36
@@ -52,7 +55,7 @@ def test_filters_select_the_expected_instances():
     # batch_prefill runs on the split-KV instances
     assert {i.api for i in gen.select(inst, ["batch_prefill"], ["bf16"], ["128"], "")} == {"fwd_splitkv"}
     assert [i.name for i in gen.select(inst, ["bwd"], ["bf16"], ["128"], "", ["plain"])] == [
-        "fmha_bwd_ck_bf16_d128_b64x128_w8_plain"]
+        "fmha_bwd_ck_bf16_d128_b64x128_w8_plain", "fmha_bwd_asm_v3_bf16_d128_b64x128_w12_plain"]
 
 
 def test_table_keeps_unbuilt_rows_with_a_hint():
@@ -72,13 +75,16 @@ def test_table_keeps_unbuilt_rows_with_a_hint():
     assert '{Family::ck, mha::DType::bf16, 128, 128, 2, false, 128, "fmha_fwd_ck_bf16_d128_b128x48_w4_alibi"' in text
     assert '"sm_90a", kArchCcs, 1' in text
     bwd = gen.bwd_table_source(inst, gen.select(inst, ["bwd"], ["bf16"], ["128"], ""), ["sm_90a"])
-    assert bwd.count("nullptr") == 2 * (len(inst) - len(fwd) - 4)
+    assert bwd.count("nullptr") == 2 * (len(inst) - len(fwd) - 5) # 4 ck variants and the asm instance built
     assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_plain_smem" in bwd
     assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_full" in bwd
     assert "&mha::gen::launch_bwd_ck_bf16_d128_dv128_m64_plain" in bwd
     # the feature mask rides in the table: alibi 2, dropout 4, full 7
-    assert '{mha::DType::bf16, 128, 128, 2, 64, 128, "fmha_bwd_ck_bf16_d128_b64x128_w8_alibi"' in bwd
-    assert '{mha::DType::bf16, 128, 128, 7, 64, 128, "fmha_bwd_ck_bf16_d128_b64x128_w8_full"' in bwd
+    assert '{Family::ck, mha::DType::bf16, 128, 128, 2, 64, 128, "fmha_bwd_ck_bf16_d128_b64x128_w8_alibi"' in bwd
+    assert '{Family::ck, mha::DType::bf16, 128, 128, 7, 64, 128, "fmha_bwd_ck_bf16_d128_b64x128_w8_full"' in bwd
+    assert ('{Family::asm_v3, mha::DType::bf16, 128, 128, 0, 64, 128, "fmha_bwd_asm_v3_bf16_d128_b64x128_w12_plain", '
+            '"--api bwd --dtypes bf16 --hdims 128x128 --variants plain --arch sm_90a", '
+            '&mha::gen::launch_bwd_asm_v3_bf16_d128_dv128_m64_plain') in bwd
 
 
 def test_write_if_changed_keeps_timestamp(tmp_path):
@@ -94,16 +100,20 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 3 selected of 150 known" in r.stdout
+    assert "instances: 4 selected of 154 known" in r.stdout
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "[x] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r.stdout
     asm_row = next(l for l in r.stdout.splitlines() if l.startswith("| fwd | asm_v3 (plain)"))
     assert "| batch | no_mask, causal t/b |" in asm_row and asm_row.endswith("| n | y | n |"), asm_row
+    assert "[x] fmha_bwd_asm_v3_bf16_d128_b64x128_w12_plain" in r.stdout
+    asm_row = next(l for l in r.stdout.splitlines() if l.startswith("| bwd | asm_v3 (plain)"))
+    assert "| up to 128; any multiple of 8 below | batch | no_mask, causal t/b |" in asm_row, asm_row
+    assert asm_row.endswith("| n | y | n |"), asm_row
     # the asm family is sm_90a code: a build without that target leaves it out
     r80 = run_compile("--list", "--preset", "ci", "--arch", "sm_80")
     assert r80.returncode == 0, r80.stderr
-    assert "instances: 2 selected of 150 known" in r80.stdout
+    assert "instances: 2 selected of 154 known" in r80.stdout
     assert "[ ] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r80.stdout and "asm_v3 (plain)" not in r80.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
     # the arch columns are the build's: sm_90a only
@@ -239,7 +249,7 @@ def test_bwd_tiles_follow_the_build_archs():
     # 99 KB-shared-memory archs keep d <= 64 on the 64 x 128 tile; the others get 128 x 128 (162 KB) for plain
     def bwd(archs, variant="plain"):
         return {i.dims: i for i in gen.all_instances(archs)
-                if i.api == "bwd" and i.dtype == "bf16" and i.variant == variant}
+                if i.api == "bwd" and i.family == "ck" and i.dtype == "bf16" and i.variant == variant}
     big, small = bwd(["sm_80", "sm_90a"]), bwd(["sm_90a", "sm_86"])
     assert (big["64x64"].block_m, big["64x64"].block_n) == (128, 128)
     assert (small["64x64"].block_m, small["64x64"].block_n) == (64, 128)

@@ -209,9 +209,10 @@ def forward(q, k, v, f, **seeding):
 
 
 def run_batch(q, k, v, dout, f, what, preallocated=True, want_dbias=True, deterministic=False, seeding=None,
-              bwd_seeding=None):
+              bwd_seeding=None, use_asm_v3=False):
     """Forward + backward through the binding (NaN-poisoned gradient outputs when preallocated), checked against the
-    fp32 autograd reference. Returns our (dq, dk, dv)."""
+    fp32 autograd reference. Returns our (dq, dk, dv). use_asm_v3: the backward tries the asm family first (and,
+    where asm_bwd_covers says it must, ran on it: check_asm_bwd_ran)."""
     seeding = seeding or {}
     out, lse, keep = forward(q, k, v, f, **seeding)
     b, sq, h, _ = q.shape
@@ -229,7 +230,10 @@ def run_batch(q, k, v, dout, f, what, preallocated=True, want_dbias=True, determ
         d_sink = torch.full((h,), NAN, device=DEV, dtype=torch.float32)
         kw.update(sink_ptr=f.sink, d_sink=d_sink)
     res = call(aiter_mha.mha_bwd, dout, q, k, v, out, lse, f.p_drop, f.scale, deterministic=deterministic,
-               alibi_slopes=f.alibi, **kw, **(bwd_seeding if bwd_seeding is not None else seeding))
+               alibi_slopes=f.alibi, use_asm_v3=use_asm_v3, **kw,
+               **(bwd_seeding if bwd_seeding is not None else seeding))
+    if use_asm_v3:
+        check_asm_bwd_ran(q, k, v, f, deterministic)
     assert isinstance(res, tuple) and len(res) == 4
     if preallocated:
         assert res[0] is kw["dq"] and res[1] is kw["dk"] and res[2] is kw["dv"]
@@ -248,6 +252,29 @@ def run_batch(q, k, v, dout, f, what, preallocated=True, want_dbias=True, determ
     return dq, dk, dv
 
 
+def asm_bwd_covers(q, k, v, f, deterministic):
+    """Whether the asm backward (csrc/api/mha_bwd.cpp, asm_instance) covers a batch-mode call: an sm_90 GPU, head
+    dims up to 128, no mask or a causal one, no bias / ALiBi / dropout / sink logits, not deterministic."""
+    d = max(q.shape[-1], v.shape[-1])
+    causal = f.left < 0 and f.right == 0 and f.mask_type in (1, 2)
+    return (torch.cuda.get_device_capability() == (9, 0) and d <= 128 and (f.mask_type == 0 or causal) and
+            f.bias is None and f.alibi is None and f.sink is None and f.p_drop == 0 and not deterministic)
+
+
+def check_asm_bwd_ran(q, k, v, f, deterministic):
+    """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances),
+    a use_asm_v3 call the asm backward covers must have run on its smallest instance that covers the head dims."""
+    if asm_bwd_covers(q, k, v, f, deterministic) and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"),
+                                                             os.environ.get("MHA_REQUIRE_ASM")):
+        name = aiter_mha.last_kernel_name()
+        d = max(q.shape[-1], v.shape[-1])
+        want = f"fmha_bwd_asm_v3_{'bf16' if q.dtype == torch.bfloat16 else 'fp16'}_d{64 if d <= 64 else 128}_"
+        assert name.startswith(want), f"use_asm_v3 backward ran {name}, not the smallest asm instance ({want})"
+
+
+FAMILIES = {"ck": False, "asm": True} # use_asm_v3
+
+
 # ------------------------------------------------------------------------------------------------ batch mode
 
 HDIMS = [(32, 32), (64, 64), (96, 96), (128, 128), (160, 160), (192, 192), (256, 256), (192, 128), (40, 40)]
@@ -255,11 +282,13 @@ HDIMS = [(32, 32), (64, 64), (96, 96), (128, 128), (160, 160), (192, 192), (256,
 
 @pytest.mark.parametrize("d, dv", HDIMS)
 @pytest.mark.parametrize("dt", list(DTYPES))
-def test_head_dims(d, dv, dt):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_head_dims(d, dv, dt, family):
     mask_type = HDIMS.index((d, dv)) % 3
     q, k, v, do = make_qkv(2, 113, 257, 4, 2, d, dv, DTYPES[dt], seed_of("hdim", d, dv, dt))
     run_batch(q, k, v, do, Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
-              f"{dt} d={d} dv={dv} mask={mask_type}", preallocated=(d + (dt == "bf16")) % 2 == 0)
+              f"{dt} d={d} dv={dv} mask={mask_type}", preallocated=(d + (dt == "bf16")) % 2 == 0,
+              use_asm_v3=FAMILIES[family])
 
 
 MASKS = [
@@ -277,27 +306,30 @@ MASKS = [
 
 @pytest.mark.parametrize("mask_type, left, right", MASKS)
 @pytest.mark.parametrize("sq, sk", [(150, 230), (230, 150)])
-def test_masks(mask_type, left, right, sq, sk):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_masks(mask_type, left, right, sq, sk, family):
     dt = "bf16" if (mask_type + sq) % 2 else "fp16"
     q, k, v, do = make_qkv(2, sq, sk, 4, 2, 64, 64, DTYPES[dt], seed_of("mask", mask_type, left, right, sq))
     run_batch(q, k, v, do, Feat(scale=0.125, mask_type=mask_type, left=left, right=right),
-              f"{dt} mask={mask_type} ({left},{right}) sq={sq} sk={sk}")
+              f"{dt} mask={mask_type} ({left},{right}) sq={sq} sk={sk}", use_asm_v3=FAMILIES[family])
 
 
 @pytest.mark.parametrize("h, hk", [(4, 4), (8, 2), (6, 1)])
 @pytest.mark.parametrize("dt", list(DTYPES))
-def test_mha_gqa_mqa(h, hk, dt):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_mha_gqa_mqa(h, hk, dt, family):
     q, k, v, do = make_qkv(2, 140, 170, h, hk, 64, 64, DTYPES[dt], seed_of("heads", h, hk, dt))
     run_batch(q, k, v, do, Feat(scale=0.125, mask_type=2, right=0), f"{dt} h={h} hk={hk} causal",
-              preallocated=dt == "fp16")
+              preallocated=dt == "fp16", use_asm_v3=FAMILIES[family])
 
 
 @pytest.mark.parametrize("sq, sk", [(1, 1), (1, 257), (257, 1), (113, 257), (257, 113), (64, 64)])
-def test_lengths(sq, sk):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_lengths(sq, sk, family):
     q, k, v, do = make_qkv(3, sq, sk, 4, 2, 128, 128, torch.bfloat16, seed_of("len", sq, sk))
     for mask_type in (0, 2):
         run_batch(q, k, v, do, Feat(scale=128 ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
-                  f"sq={sq} sk={sk} mask={mask_type}")
+                  f"sq={sq} sk={sk} mask={mask_type}", use_asm_v3=FAMILIES[family])
 
 
 def make_bias(shape, dtype, seed):
@@ -387,7 +419,30 @@ def test_aiter_positional_call_and_allocated_outputs():
         assert_bar(torch.from_dlpack(got), r, n, f"positional call {name}")
 
 
-def test_strided_inputs_and_outputs():
+def asm_random_cases(n=16, seed=11):
+    r = random.Random(seed)
+    cases = []
+    for _ in range(n):
+        hk = r.choice([1, 2, 4])
+        d = r.choice([32, 40, 64, 96, 128])
+        cases.append(dict(b=r.randint(1, 3), h=hk * r.randint(1, 3), hk=hk, sq=r.randint(1, 700),
+                          sk=r.randint(1, 700), d=d, dv=r.choice([d, d, 64 if d > 64 else 128]),
+                          mask=r.choice([0, 1, 2]), dt=r.choice(list(DTYPES))))
+    return cases
+
+
+@pytest.mark.parametrize("c", asm_random_cases(), ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_asm_random_shapes(c):
+    """The asm backward (use_asm_v3) on random batch-mode shapes: odd lengths on both sides, MHA / GQA / MQA, head
+    dims up to 128 with d != d_v, no mask and both causal masks (sq > sk leaves rows without keys)."""
+    q, k, v, do = make_qkv(c["b"], c["sq"], c["sk"], c["h"], c["hk"], c["d"], c["dv"], DTYPES[c["dt"]],
+                           seed_of("asm random", *c.values()))
+    f = Feat(scale=c["d"] ** -0.5, mask_type=c["mask"], right=0 if c["mask"] else -1)
+    run_batch(q, k, v, do, f, f"asm {c}", use_asm_v3=True)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_strided_inputs_and_outputs(family):
     """bhsd views in, transposed views out (the binding passes every stride through)."""
     b, sq, sk, h, hk, d = 2, 100, 140, 4, 2, 64
     g = gen(seed_of("strided"))
@@ -395,7 +450,7 @@ def test_strided_inputs_and_outputs():
     k = randn(b, hk, sk, d, dtype=torch.float16, g=g).transpose(1, 2)
     v = randn(b, hk, sk, d, dtype=torch.float16, g=g).transpose(1, 2)
     do = randn(b, h, sq, d, dtype=torch.float16, g=g).transpose(1, 2)
-    run_batch(q, k, v, do, Feat(scale=0.125, mask_type=1, right=0), "bhsd views")
+    run_batch(q, k, v, do, Feat(scale=0.125, mask_type=1, right=0), "bhsd views", use_asm_v3=FAMILIES[family])
 
 
 def test_gradient_outputs_not_16_byte_aligned():

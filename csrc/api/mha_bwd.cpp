@@ -1,8 +1,9 @@
-// aiter::mha_bwd: validate the call, pick the ck backward instance whose head dims cover it, get the fp32 dQ
-// accumulator (and deterministic turn counters) from the caller's workspace_alloc, and run preprocess + main +
-// dQ conversion as one pass (csrc/ck/bwd_launch.cuh). The library never allocates device memory itself.
-// There is no asm backward yet: use_asm_v3 / v3_api_check fall through to ck, as AITER HEAD does when its asm path
-// declines a call.
+// aiter::mha_bwd: validate the call, pick the backward instance whose head dims cover it (the asm family's for a
+// use_asm_v3 call it covers, else ck's), get the fp32 dQ accumulator (and deterministic turn counters, or the asm
+// pass's padded LSE / D rows) from the caller's workspace_alloc, and run preprocess + main + dQ conversion as one
+// pass (csrc/ck/bwd_launch.cuh, csrc/asm/sm90_bwd.cuh). The library never allocates device memory itself.
+// As in AITER HEAD, a use_asm_v3 call the asm family declines runs on ck, v3_api_check included (which answers 1
+// without launching only when the asm family covers the call).
 
 #include "mha_bwd.h"
 
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <variant>
 
 namespace mha {
@@ -130,14 +132,16 @@ bool arch_built(int cc) { return mha::arch_built(kBwdBuildInfo, cc); }
 
 // The cheapest built instance with exactly `features` whose head dims cover the call's (smaller ones zero-padded),
 // or null with a reason.
-const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, int features, std::string& missing)
+const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, int features, std::string& missing,
+                                Family family = Family::ck)
 {
     const BwdInstance* best = nullptr;
     const BwdInstance* unbuilt = nullptr;
     for (int i = 0; i < kNumBwdInstances; ++i)
     {
         const BwdInstance& in = kBwdInstances[i];
-        if (in.dtype != dt || in.features != features || in.hdim < hdim_q || in.hdim_v < hdim_v)
+        if (in.family != family || in.dtype != dt || in.features != features || in.hdim < hdim_q ||
+            in.hdim_v < hdim_v)
             continue;
         const BwdInstance*& slot = in.launch ? best : unbuilt;
         if (slot == nullptr || in.hdim * in.hdim_v < slot->hdim * slot->hdim_v)
@@ -211,6 +215,73 @@ BwdParams make_params(const aiter::mha_bwd_args& a)
     return p;
 }
 
+// The asm (sm_90a) instance for a use_asm_v3 call that family covers, else null with the reason: batch mode, no
+// mask or a causal one (top-left or bottom-right), no bias / ALiBi / dropout / sink logits, not deterministic, on
+// an sm_90 GPU, head dims up to 128, and the tensor copies' alignment. (host_checks has passed.)
+const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_not)
+{
+    if (!a.use_asm_v3)
+    {
+        why_not = "use_asm_v3 is not set";
+        return nullptr;
+    }
+    if (a.is_group_mode || a.cu_seqlen_q_ptr != nullptr || a.cu_seqlen_k_ptr != nullptr)
+    {
+        why_not = "group mode and batch-mode logical lengths (cu_seqlen_q / cu_seqlen_k) are not covered";
+        return nullptr;
+    }
+    if (a.bias_type != 0 || has_dropout(a) || a.sink_ptr != nullptr || a.is_deterministic)
+    {
+        why_not = "bias, ALiBi, dropout, sink logits and deterministic mode are not covered";
+        return nullptr;
+    }
+    const MaskParams m = a.mask_type != 0 ? mask_params(a, 0) : MaskParams{};
+    if (!m.is_none() && !(m.left < 0 && m.right == 0))
+    {
+        why_not = "only no mask and causal masks are covered";
+        return nullptr;
+    }
+    int cc = 0;
+    if (std::string why = current_cc(cc); !why.empty() || cc != 90)
+    {
+        why_not = why.empty() ? "the GPU is sm_" + str(cc) + ", not sm_90" : why;
+        return nullptr;
+    }
+    if (!arch_built(90))
+    {
+        why_not = "this library was built without sm_90a";
+        return nullptr;
+    }
+    // the tensor copies of Q, K, V, dO: positive strides that are multiples of 8 elements (an extent-1 dimension's
+    // stride is never used); the 4-byte stores of dQ / dK / dV: 4-byte aligned, even strides. (invalid_argument has
+    // asked for 16-byte aligned q / k / v / do.)
+    auto stride_ok = [](int64_t stride, int64_t extent, int unit) {
+        return extent == 1 || (stride > 0 && stride % unit == 0);
+    };
+    const bool copies_ok =
+        stride_ok(a.stride_q, a.seqlen_q, 8) && stride_ok(a.stride_do, a.seqlen_q, 8) &&
+        stride_ok(a.stride_k, a.seqlen_k, 8) && stride_ok(a.stride_v, a.seqlen_k, 8) &&
+        stride_ok(a.nhead_stride_q, a.nhead_q, 8) && stride_ok(a.nhead_stride_do, a.nhead_q, 8) &&
+        stride_ok(a.nhead_stride_k, a.nhead_k, 8) && stride_ok(a.nhead_stride_v, a.nhead_k, 8) &&
+        stride_ok(a.batch_stride_q, a.batch, 8) && stride_ok(a.batch_stride_do, a.batch, 8) &&
+        stride_ok(a.batch_stride_k, a.batch, 8) && stride_ok(a.batch_stride_v, a.batch, 8);
+    bool out_ok = true;
+    for (auto [ptr, row, head, batch, rows] :
+         {std::tuple{static_cast<const void*>(a.dq_ptr), a.stride_dq, a.nhead_stride_dq, a.batch_stride_dq, a.seqlen_q},
+          std::tuple{static_cast<const void*>(a.dk_ptr), a.stride_dk, a.nhead_stride_dk, a.batch_stride_dk, a.seqlen_k},
+          std::tuple{static_cast<const void*>(a.dv_ptr), a.stride_dv, a.nhead_stride_dv, a.batch_stride_dv,
+                     a.seqlen_k}})
+        out_ok = out_ok && aligned(ptr, 4) && stride_ok(row, rows, 2) && stride_ok(head, a.nhead_q, 2) &&
+                 stride_ok(batch, a.batch, 2);
+    if (!copies_ok || !out_ok)
+    {
+        why_not = "q / k / v / do need positive strides that are multiples of 8 elements, dq / dk / dv 4-byte "
+                  "aligned pointers with positive even strides";
+        return nullptr;
+    }
+    return find_variant(dtype_of(a.data_type), a.hdim_q, a.hdim_v, 0, why_not, Family::asm_v3);
+}
+
 // What mha_bwd checks before any CUDA call: the argument contract, then the instance this build has for the call
 // (in `in`). The reason, or "" when both pass.
 std::string host_checks(const aiter::mha_bwd_args& args, const BwdInstance*& in)
@@ -275,6 +346,34 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
     if (std::string why = refusal(args, in); !why.empty())
         return fail(why);
     mha_set_last_kernel_name(in->name);
+
+    if (args.use_asm_v3)
+    {
+        std::string why_not;
+        if (const BwdInstance* as = asm_instance(args, why_not))
+        {
+            mha_set_last_kernel_name(as->name);
+            if (args.v3_api_check)
+                return 1.f;
+            if (std::string why = smem_unfit(as->name, as->smem_bytes); !why.empty())
+                return fail("mha_bwd: " + why);
+            BwdParams p = make_params(args);
+            // workspace: per (batch, head, query block) the fp32 dQ accumulator tile (block_m x instance hdim, in
+            // the kernel's fragment order) and the block's padded LSE * log2(e) and D rows (asm90::run_bwd_sm90)
+            const size_t q_blocks = size_t(p.batch) * p.nhead_q * size_t((p.seqlen_q + as->block_m - 1) / as->block_m);
+            const size_t bytes    = q_blocks * (size_t(as->block_m) * as->hdim + 2 * size_t(as->block_m)) * 4;
+            if (bytes > 0)
+            {
+                p.dq_acc = static_cast<float*>(args.workspace_alloc(bytes, false));
+                if (p.dq_acc == nullptr)
+                    return fail("mha_bwd: workspace_alloc returned null for " + std::to_string(bytes) + " bytes");
+                if (!aligned(p.dq_acc, 16))
+                    return fail("mha_bwd: workspace_alloc must return 16-byte aligned memory");
+            }
+            return launch_and_time(s, as->name, [&] { return as->launch(p, s.stream_id_); });
+        }
+        // declined: ck runs, as in AITER
+    }
 
     BwdParams p = make_params(args);
     // workspace: fp32 dQ accumulator, one block_m x instance-hdim tile per (batch, head, query block) in the kernel's

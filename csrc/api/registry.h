@@ -45,16 +45,17 @@ struct BuildInfo
 
 using BwdLaunchFn = cudaError_t (*)(const BwdParams&, cudaStream_t);
 
-// ck backward instances (libmha_bwd.so), plain (masks only) or full (also bias + dbias, ALiBi, dropout). The caller
-// provides the zeroed fp32 dQ
-// accumulator [batch, nhead_q, max_seqlen_q, hdim] and, deterministic, the turn counters
-// [batch, nhead_q, ceil(max_seqlen_q / block_m)].
+// Backward instances (libmha_bwd.so): ck, plain (masks only) or full (also bias + dbias, ALiBi, dropout), and the
+// sm_90a asm family (plain). The caller provides the workspace: ck, the fp32 dQ accumulator [batch, nhead_q,
+// max_seqlen_q, hdim] and, deterministic, the turn counters [batch, nhead_q, ceil(max_seqlen_q / block_m)]; asm, the
+// accumulator and the padded LSE / D rows (asm90::bwd_sm90_workspace).
 // Backward instance features (BwdKernelTraits' kFeatures): 0 "plain", kBwdAlibi "alibi", kBwdDropout "dropout",
 // all three "full".
 constexpr int kBwdBias = 1, kBwdAlibi = 2, kBwdDropout = 4;
 
 struct BwdInstance
 {
+    Family family;
     DType dtype;
     int hdim;     // serves calls with hdim_q <= hdim and hdim_v <= hdim_v
     int hdim_v;

@@ -78,6 +78,13 @@ ASM_FWD_TILES = {
 }
 # Experiments: MHA_ASM_TILE_OVERRIDE="128x128=128,176,12" replaces asm tiles.
 apply_tile_override(ASM_FWD_TILES, "MHA_ASM_TILE_OVERRIDE")
+# asm ("v3") backward instances, sm_90a only (csrc/asm/sm90_bwd.cuh): (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps).
+# A TMA producer warpgroup and two wgmma consumers of 64 keys each; query blocks of 128 rows at d64, 64 at d128
+# (Sm90BwdTraits fixes them: the table only names them). "plain" only (no mask, causal; batch mode).
+ASM_BWD_TILES = {
+    (64, 64): (128, 128, 12),
+    (128, 128): (64, 128, 12),
+}
 ASM_ARCH = "sm_90a"
 # Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), "full" only, two per head-dim pair:
 # - decode: 16 rows (one query of a packed GQA group of up to 16 heads, or a few speculative tokens) and one warp,
@@ -195,6 +202,8 @@ def all_instances(archs=()) -> list[Instance]:
             for variant in BWD_VARIANTS:
                 bm, bn, w, *atoms = bwd_tiles(archs, variant)[(hq, hv)]
                 out.append(Instance("bwd", "ck", dtype, hq, hv, bm, bn, w, variant, tuple(atoms)))
+        for (hq, hv), (bm, bn, w) in ASM_BWD_TILES.items():
+            out.append(Instance("bwd", "asm_v3", dtype, hq, hv, bm, bn, w, "plain"))
     return out
 
 
@@ -253,6 +262,9 @@ def instance_source(i: Instance) -> str:
     elif i.api == "fwd" and i.family == "asm_v3":
         traits = f"mha::asm90::Sm90FwdInstance<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.block_n}>"
         include, params, run = "asm/sm90_fwd.cuh", "FwdParams", "asm90::run_fwd_sm90"
+    elif i.api == "bwd" and i.family == "asm_v3":
+        traits = f"mha::asm90::Sm90BwdTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}>"
+        include, params, run = "asm/sm90_bwd.cuh", "BwdParams", "asm90::run_bwd_sm90"
     else:
         raise ValueError(f"no source template for {i.name}")
     if i.family == "ck":
@@ -270,14 +282,16 @@ def bwd_table_source(instances, built, archs) -> str:
         if i in built:
             lines += [f"cudaError_t {i.fn}(const mha::BwdParams&, cudaStream_t);", f"extern const int {i.fn}_smem;"]
     lines += ["} // namespace mha::gen\n", "namespace mha {", "const BwdInstance kBwdInstances[] = {"]
+    fam = {"ck": "Family::ck", "asm_v3": "Family::asm_v3"}
     for i in bwd:
         fn = f"&mha::gen::{i.fn}" if i in built else "nullptr"
         smem = f"&mha::gen::{i.fn}_smem" if i in built else "nullptr"
-        lines.append(f'    {{{ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {BWD_VARIANTS[i.variant]}, {i.block_m}, '
+        lines.append(f'    {{{fam[i.family]}, {ENUM_DTYPE[i.dtype]}, {i.hdim}, {i.hdim_v}, {BWD_VARIANTS[i.variant]}, '
+                     f'{i.block_m}, '
                      f'{i.block_n}, "{i.name}", '
                      f'"{i.compile_hint}", {fn}, {smem}}},')
     if not bwd:
-        lines.append('    {DType::bf16, 0, 0, 0, 0, 0, "none", "", nullptr, nullptr},')
+        lines.append('    {Family::ck, DType::bf16, 0, 0, 0, 0, 0, "none", "", nullptr, nullptr},')
     lines.append("};")
     lines.append(f"const int kNumBwdInstances = {len(bwd)};")
     ccs = ", ".join(str(ARCHS[a][1]) for a in archs)
@@ -348,6 +362,13 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
     if not fwd:
         rows.append("| fwd | - | - | - | - | - | - | - | - | n | n | n |")
     bwd = [i for i in built if i.api == "bwd"]
+    for dtype in sorted({i.dtype for i in bwd if i.family == "asm_v3"}):
+        dims = sorted({(i.hdim, i.hdim_v) for i in bwd if i.family == "asm_v3" and i.dtype == dtype})
+        hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
+        # use_asm_v3 = true; other calls fall back to ck
+        rows.append(f"| bwd | asm_v3 (plain) | {dtype} | up to {hd}; any multiple of 8 below | batch | no_mask, "
+                    f"causal t/b | n | n | - | n | {cols[1]} | n |")
+    bwd = [i for i in bwd if i.family == "ck"]
     for dtype, variant in sorted({(i.dtype, i.variant) for i in bwd}):
         dims = sorted({(i.hdim, i.hdim_v) for i in bwd if (i.dtype, i.variant) == (dtype, variant)})
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)

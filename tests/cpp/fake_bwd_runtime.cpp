@@ -225,14 +225,25 @@ void backward(const mha_bwd_args& a)
 
 } // namespace
 
+thread_local const char* g_kernel = "";
+
 __attribute__((visibility("default"))) const char* mha_get_last_error() { return g_last_error.c_str(); }
+__attribute__((visibility("default"))) const char* mha_get_last_kernel_name() { return g_kernel; }
 
 float mha_bwd(mha_bwd_args a, const ck_tile::stream_config& s)
 {
     g_last_error.clear();
+    g_kernel = "fake_bwd_kernel";
     const char* mode = std::getenv("FAKE_MHA_BWD");
     if (mode != nullptr && std::string(mode) == "unsupported")
         return reject("fake mha_bwd: unsupported on request");
+    // FAKE_MHA_BWD=asm: the asm backward covers every use_asm_v3 call (v3_api_check answers 1 without running)
+    if (mode != nullptr && std::string(mode) == "asm" && a.use_asm_v3)
+    {
+        g_kernel = "fmha_bwd_asm_v3_fake";
+        if (a.v3_api_check)
+            return 1.f;
+    }
     if (!a.workspace_alloc)
         return reject("fake mha_bwd: workspace_alloc is required");
     if (a.is_group_mode && !a.pinned_host_alloc)

@@ -1,0 +1,609 @@
+#pragma once
+// The asm ("v3") family's backward on sm_90a: one CTA per (128-key block, query head, batch), three warpgroups.
+//   warpgroup 0        producer: one thread issues the tensor copies (TMA, 128-byte swizzle) of the CTA's K and V
+//                      once, then of Q and dO per query block into a ring of kStages stages, with the block's
+//                      log2-scaled LSE and D rows (bulk copies from the padded copies sm90_bwd_pre wrote)
+//   warpgroups 1 and 2 consumers: 64 keys each. Per query block, by wgmma:
+//                        S^T  = K Q^T,  dP^T = V dO^T         (both operands from shared memory)
+//                        P^T  = exp2(S^T scale_log2 - LSE2),  dS^T = P^T (dP^T - D)   (registers)
+//                        dV  += P^T dO,  dK += dS^T Q         (P^T, dS^T as register A fragments)
+//                        dS^T -> shared memory;  dQ_part = dS K  (the two warpgroups split dQ's rows or columns)
+//                      dQ_part is added to an fp32 accumulator with red.global.add.v4.f32 in fragment order; dK and
+//                      dV stay in registers until the CTA's last block.
+// Computing S^T and dP^T (keys as the GEMM's M) puts P^T and dS^T in the accumulator layout that is wgmma's register
+// A layout, so the dV and dK GEMMs take them without a trip through shared memory; only dS goes there, for dQ.
+// Three kernels per call (run_bwd_sm90): sm90_bwd_pre (D = rowsum(dO * O) into the caller's d_ptr, padded LSE2 / D
+// rows, the dQ accumulator zeroed), sm90_bwd_kernel, sm90_bwd_convert (dQ = scale * accumulator).
+// Covers no mask and causal masks (top-left or bottom-right), batch mode, MQA / GQA (dK / dV per query head, as the
+// ck backward), head dims up to 64 or 128; csrc/api/mha_bwd.cpp (asm_bwd_instance) decides which calls come here.
+
+#include "sm90_fwd.cuh"
+#include "../common/bwd_params.h"
+
+namespace mha::asm90 {
+
+// Tile shape. d64: 128 query rows per block (each warpgroup's dQ GEMM takes 64 of them); d128: 64 rows (each takes
+// 64 of dQ's 128 columns). Shared memory: K + V 2 x kBlockN x D x 2 B, kStages x (Q + dO) blocks, two dS buffers,
+// the statistics: d128 64 + 64 + 32 + 1 KB = 161 KB, d64 32 + 64 + 64 + 2 KB = 162 KB.
+template <typename Element_, int kHeadDim_>
+struct Sm90BwdTraits
+{
+    using Element = Element_;
+    static constexpr int kHeadDim   = kHeadDim_;
+    static constexpr int kBlockN    = 128; // keys per CTA: 64 per consumer warpgroup
+    static constexpr int kBlockM    = kHeadDim <= 64 ? 128 : 64;
+    static constexpr bool kDqSplitRows = kBlockM == 128; // else the warpgroups split dQ's columns (64 each)
+    static constexpr int kStages    = 2;
+    static constexpr int kConsumers = 2;
+    static constexpr int kThreads   = 128 * (kConsumers + 1);
+    static constexpr int kAtoms     = kHeadDim / 64;
+    static constexpr int kKvBytes   = kBlockN * kHeadDim * 2;
+    static constexpr int kQBytes    = kBlockM * kHeadDim * 2;
+    static constexpr int kDsBytes   = kBlockN * kBlockM * 2;
+    static constexpr int kStatBytes = kBlockM * 4;
+    static constexpr int kDqTile    = kBlockM * kHeadDim; // floats of one query block's accumulator tile
+    // setmaxnreg: the CTA starts with 168 registers a thread (65,536 / 384, rounded down to 8); the consumers'
+    // increase waits until the producer's decrease has freed enough: 128 x (168 - 24) = 256 x (240 - 168)
+    static constexpr int kProducerRegs = 24;
+    static constexpr int kConsumerRegs = 240;
+    static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
+    static constexpr int kSmemBytes = 1024 + 2 * kKvBytes + kStages * 2 * kQBytes + 2 * kDsBytes +
+                                      kStages * 2 * kStatBytes + 8 * (1 + 2 * kStages);
+    static_assert(kHeadDim == 64 || kHeadDim == 128, "the wgmma atoms instantiated below");
+    static_assert(kDqTile == 2 * 64 * 64, "each consumer adds one 64 x 64 part of dQ");
+    static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
+};
+
+// Device arguments of the three kernels.
+struct Sm90BwdParams
+{
+    TmaDesc tma_q, tma_k, tma_v, tma_do;
+    float* lse2;        // [batch * nhead][sq_pad]: LSE * log2(e); +inf past seqlen_q and for rows without keys
+    float* dpad;        // [batch * nhead][sq_pad]: D, 0 past seqlen_q
+    float* dq_acc;      // [batch * nhead][m_blocks][kDqTile], fragment order (dq_part_index)
+    void* dk;
+    void* dv;
+    int64_t dk_row_stride, dk_head_stride, dk_batch_stride;
+    int64_t dv_row_stride, dv_head_stride, dv_batch_stride;
+    int32_t seqlen_q, seqlen_k, hdim_q, hdim_v, head_ratio, nhead, batch;
+    int32_t m_blocks, sq_pad;
+    float scale, scale_log2;
+    int32_t causal;      // 1: key j visible to row i iff j <= i + diag_offset
+    int32_t diag_offset; // 0 top-left, seqlen_k - seqlen_q bottom-right
+};
+
+// Query blocks [first, end) that see some key of key block n_block.
+template <typename Kt>
+__host__ __device__ __forceinline__ void query_blocks(const Sm90BwdParams& a, int n_block, int& first, int& end)
+{
+    end   = a.m_blocks;
+    first = 0;
+    if (a.causal)
+    {
+        const int row = max(0, n_block * Kt::kBlockN - a.diag_offset); // the first row that sees the block's first key
+        first = row >= a.seqlen_q ? end : row / Kt::kBlockM;
+    }
+}
+
+#if MHA_SM90A
+namespace dev {
+
+// A 1-d bulk copy global -> shared completing on `bar` (bytes: a multiple of 16, both addresses 16-byte aligned).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+template <typename Element, int N>
+struct SsKK; // both operands K-major (S^T = K Q^T, dP^T = V dO^T)
+template <>
+struct SsKK<cutlass::bfloat16_t, 64> { using type = gm::MMA_64x64x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
+template <>
+struct SsKK<cutlass::bfloat16_t, 128> { using type = gm::MMA_64x128x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
+template <>
+struct SsKK<cutlass::half_t, 64> { using type = gm::MMA_64x64x16_F32F16F16_SS<gm::Major::K, gm::Major::K>; };
+template <>
+struct SsKK<cutlass::half_t, 128> { using type = gm::MMA_64x128x16_F32F16F16_SS<gm::Major::K, gm::Major::K>; };
+
+template <typename Element>
+struct SsMnMn; // both operands MN-major (dQ = dS K with dS^T and K as stored)
+template <>
+struct SsMnMn<cutlass::bfloat16_t> { using type = gm::MMA_64x64x16_F32BF16BF16_SS<gm::Major::MN, gm::Major::MN>; };
+template <>
+struct SsMnMn<cutlass::half_t> { using type = gm::MMA_64x64x16_F32F16F16_SS<gm::Major::MN, gm::Major::MN>; };
+
+__device__ __forceinline__ void red_add_v4(float* a, float x, float y, float z, float w)
+{
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w)
+                 : "memory");
+}
+
+} // namespace dev
+#endif // MHA_SM90A
+
+// Where a consumer thread's dQ part lives in its query block's accumulator tile: part cw (64 x 64 floats), then
+// float4 c of thread t (0..127 in the warpgroup) at (c * 128 + t) * 4, holding acc[4c .. 4c + 3]. One warp's
+// reduction instruction covers 512 contiguous bytes.
+__host__ __device__ __forceinline__ int dq_part_index(int cw, int c, int t)
+{
+    return cw * 4096 + (c * 128 + t) * 4;
+}
+
+// ---- 1. preprocess: D, the padded LSE2 / D rows, the dQ accumulator zeroed ------------------------------------
+// grid (sq_pad / 16, nhead, batch), 128 threads: 8 threads per row.
+template <typename Kt>
+__global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdParams p,
+                                                    const __grid_constant__ Sm90BwdParams a)
+{
+    using Element = typename Kt::Element;
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int row = blockIdx.x * 16 + threadIdx.x / 8, lane8 = threadIdx.x % 8;
+    const int64_t bh = int64_t(b) * a.nhead + h;
+    if (blockIdx.x * 16 % Kt::kBlockM == 0)
+    {
+        float4* tile = reinterpret_cast<float4*>(a.dq_acc + (bh * a.m_blocks + blockIdx.x * 16 / Kt::kBlockM) *
+                                                               Kt::kDqTile);
+#pragma unroll 4
+        for (int i = threadIdx.x; i < Kt::kDqTile / 4; i += 128)
+            tile[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float acc = 0.f;
+    if (row < p.seqlen_q)
+    {
+        const Element* o  = static_cast<const Element*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride +
+                            int64_t(row) * p.o_row_stride;
+        const Element* dout = static_cast<const Element*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
+                              int64_t(row) * p.do_row_stride;
+        if (reinterpret_cast<uintptr_t>(o) % 16 == 0) // dO's rows are 16-byte aligned (the API checks it)
+        {
+            for (int c = lane8 * 8; c < p.hdim_v; c += 64)
+            {
+                const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
+                const uint4 gv = *reinterpret_cast<const uint4*>(dout + c);
+                const Element* oe = reinterpret_cast<const Element*>(&ov);
+                const Element* ge = reinterpret_cast<const Element*>(&gv);
+#pragma unroll
+                for (int k = 0; k < 8; ++k)
+                    acc += float(oe[k]) * float(ge[k]);
+            }
+        }
+        else
+        {
+            for (int c = lane8 * 2; c < p.hdim_v; c += 16)
+                acc += float(o[c]) * float(dout[c]) + float(o[c + 1]) * float(dout[c + 1]);
+        }
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+    if (lane8 == 0 && row < a.sq_pad)
+    {
+        float* lse2 = a.lse2 + bh * a.sq_pad + row;
+        float* dpad = a.dpad + bh * a.sq_pad + row;
+        if (row < p.seqlen_q)
+        {
+            const int64_t off = b * p.lse_batch_stride + h * p.lse_head_stride + row;
+            p.dsum[off]       = acc;
+            const float lse   = p.lse[off];
+            // a row without keys (LSE -inf) has P = 0 everywhere: +inf makes exp2(s - lse2) exactly 0
+            *lse2 = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+            *dpad = acc;
+        }
+        else
+            *lse2 = INFINITY, *dpad = 0.f;
+    }
+}
+
+// ---- 2. dQ (accumulated), dK, dV ----------------------------------------------------------------------------------
+// Consumer thread geometry (wgmma's accumulator layout, 64-row warpgroup tiles): warp w of the warpgroup holds rows
+// 16w .. 16w + 15; lane l rows 16w + l / 4 and + 8, and in each 8-column chunk j the columns 8j + 2 (l % 4), + 1 as
+// acc[4j + {0, 1}] (first row) and acc[4j + {2, 3}] (second row). In S^T / dP^T the rows are keys and the columns
+// query rows.
+template <typename Kt>
+__global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_constant__ Sm90BwdParams p)
+{
+#if MHA_SM90A
+    using Element = typename Kt::Element;
+    using G       = dev::Gmma<Element>;
+    constexpr int kBlockM = Kt::kBlockM, kBlockN = Kt::kBlockN, kStages = Kt::kStages, D = Kt::kHeadDim;
+    constexpr int kAtoms = Kt::kAtoms;
+
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    unsigned char* sK  = smem;                           // kAtoms x [kBlockN rows][128 B]
+    unsigned char* sV  = sK + Kt::kKvBytes;
+    unsigned char* sQ  = sV + Kt::kKvBytes;              // kStages x kAtoms x [kBlockM rows][128 B]
+    unsigned char* sDo = sQ + kStages * Kt::kQBytes;
+    unsigned char* sDs = sDo + kStages * Kt::kQBytes;    // 2 x (kBlockM / 64) x [kBlockN keys][128 B]
+    float* sLse        = reinterpret_cast<float*>(sDs + 2 * Kt::kDsBytes); // kStages x kBlockM
+    float* sD          = sLse + kStages * kBlockM;
+    uint64_t* full_kv  = reinterpret_cast<uint64_t*>(sD + kStages * kBlockM);
+    uint64_t* full     = full_kv + 1;
+    uint64_t* empty    = full + kStages;
+
+    const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int n0 = n_block * kBlockN;
+    int m_first, m_end;
+    query_blocks<Kt>(p, n_block, m_first, m_end);
+    const int steps = m_end - m_first;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
+    if (tid == 0)
+    {
+        mbar_init(smem_u32(full_kv), 1);
+        for (int s = 0; s < kStages; ++s)
+        {
+            mbar_init(smem_u32(full + s), 1);
+            mbar_init(smem_u32(empty + s), Kt::kConsumers * 4); // one arrival per consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    const int64_t bh = int64_t(b) * p.nhead + h;
+    if (wg == 0)
+    {
+        // producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Kt::kProducerRegs));
+        if (tid != 0 || steps <= 0)
+            return;
+        const int hk = h / p.head_ratio;
+        mbar_expect_tx(smem_u32(full_kv), 2 * Kt::kKvBytes);
+        for (int a = 0; a < kAtoms; ++a)
+            dev::tma_load(sK + a * kBlockN * 128, p.tma_k, 64 * a, n0, hk, b, full_kv);
+        for (int a = 0; a < kAtoms; ++a)
+            dev::tma_load(sV + a * kBlockN * 128, p.tma_v, 64 * a, n0, hk, b, full_kv);
+        for (int i = 0; i < steps; ++i)
+        {
+            const int s = i % kStages, m0 = (m_first + i) * kBlockM;
+            if (i >= kStages)
+                mbar_wait(smem_u32(empty + s), uint32_t(((i / kStages) & 1) ^ 1));
+            mbar_expect_tx(smem_u32(full + s), 2 * Kt::kQBytes + 2 * Kt::kStatBytes);
+            for (int a = 0; a < kAtoms; ++a)
+                dev::tma_load(sQ + s * Kt::kQBytes + a * kBlockM * 128, p.tma_q, 64 * a, m0, h, b, full + s);
+            for (int a = 0; a < kAtoms; ++a)
+                dev::tma_load(sDo + s * Kt::kQBytes + a * kBlockM * 128, p.tma_do, 64 * a, m0, h, b, full + s);
+            dev::bulk_load(sLse + s * kBlockM, p.lse2 + bh * p.sq_pad + m0, Kt::kStatBytes, full + s);
+            dev::bulk_load(sD + s * kBlockM, p.dpad + bh * p.sq_pad + m0, Kt::kStatBytes, full + s);
+        }
+        return;
+    }
+
+    // consumers
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Kt::kConsumerRegs));
+    const int cw = wg - 1;             // consumer warpgroup: keys n0 + 64 cw .. + 63
+    const int t128 = tid - 128 * wg;   // thread in the warpgroup
+    const int wrow = 16 * (warp % 4);  // the warp's first row in the warpgroup
+    const int g = lane / 4, t = lane % 4;
+    constexpr int kSRegs  = kBlockM / 2; // 64 x kBlockM accumulators
+    constexpr int kKvRegs = D / 2;       // 64 x D
+    constexpr int kKSteps = kBlockM / 16; // k-steps of the dV / dK GEMMs (query rows)
+
+    float dv[kKvRegs], dk[kKvRegs];
+#pragma unroll
+    for (int i = 0; i < kKvRegs; ++i)
+        dv[i] = 0.f, dk[i] = 0.f;
+
+    if (steps > 0)
+        mbar_wait(smem_u32(full_kv), 0u);
+    const uint32_t k_base  = smem_u32(sK), v_base = smem_u32(sV);
+    const uint32_t ds_base = smem_u32(sDs);
+    const int key0 = 64 * cw + wrow + g; // this thread's key rows in the block: key0, key0 + 8
+    for (int i = 0; i < steps; ++i)
+    {
+        const int st = i % kStages, m_block = m_first + i, m0 = m_block * kBlockM;
+        mbar_wait(smem_u32(full + st), uint32_t((i / kStages) & 1));
+        const uint32_t q_base = smem_u32(sQ + st * Kt::kQBytes), do_base = smem_u32(sDo + st * Kt::kQBytes);
+
+        // S^T = K_w Q^T, dP^T = V_w dO^T: A the warpgroup's 64 key rows, B the block's query rows (both K-major)
+        float s[kSRegs], dp[kSRegs];
+        dev::fence_regs(s);
+        dev::fence_regs(dp);
+        cute::warpgroup_arrive();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+        {
+            const uint32_t off_a = (kk / 4) * kBlockN * 128 + 64 * cw * 128 + (kk % 4) * 32;
+            const uint32_t off_b = (kk / 4) * kBlockM * 128 + (kk % 4) * 32;
+            dev::gmma_ss<typename dev::SsKK<Element, kBlockM>::type>(dev::desc_sw128(k_base + off_a, 16, 1024),
+                                                                     dev::desc_sw128(q_base + off_b, 16, 1024), s,
+                                                                     kk > 0, std::make_index_sequence<kSRegs>{});
+        }
+        cute::warpgroup_commit_batch();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+        {
+            const uint32_t off_a = (kk / 4) * kBlockN * 128 + 64 * cw * 128 + (kk % 4) * 32;
+            const uint32_t off_b = (kk / 4) * kBlockM * 128 + (kk % 4) * 32;
+            dev::gmma_ss<typename dev::SsKK<Element, kBlockM>::type>(dev::desc_sw128(v_base + off_a, 16, 1024),
+                                                                     dev::desc_sw128(do_base + off_b, 16, 1024), dp,
+                                                                     kk > 0, std::make_index_sequence<kSRegs>{});
+        }
+        cute::warpgroup_commit_batch();
+
+        // P^T = exp2(S^T scale_log2 - LSE2[query]); 0 for keys past seqlen_k (their zero-filled rows would give
+        // exp2(-LSE2), which overflows for very negative LSEs) and, causal, right of the diagonal. Query rows past
+        // seqlen_q have LSE2 = +inf: P = 0.
+        const float* lse_s = sLse + st * kBlockM;
+        const float* d_s   = sD + st * kBlockM;
+        cute::warpgroup_wait<1>();
+        dev::fence_regs(s);
+        const bool diag = p.causal && n0 + 64 * cw + 63 > m0 + p.diag_offset;
+        const bool tail = n0 + 64 * cw + 64 > p.seqlen_k;
+#pragma unroll
+        for (int j = 0; j < kBlockM / 8; ++j)
+        {
+            const float2 l = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+            {
+                float x = exp2f(fmaf(s[4 * j + e], p.scale_log2, -((e & 1) ? l.y : l.x)));
+                if (diag || tail)
+                {
+                    const int key = n0 + key0 + 8 * (e >> 1), row = m0 + 8 * j + 2 * t + (e & 1);
+                    if (key >= p.seqlen_k || (p.causal && key > row + p.diag_offset))
+                        x = 0.f;
+                }
+                s[4 * j + e] = x;
+            }
+        }
+        // dS^T = P^T (dP^T - D[query])
+        cute::warpgroup_wait<0>();
+        dev::fence_regs(dp);
+#pragma unroll
+        for (int j = 0; j < kBlockM / 8; ++j)
+        {
+            const float2 dd = *reinterpret_cast<const float2*>(d_s + 8 * j + 2 * t);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dd.y : dd.x));
+        }
+        // P^T and dS^T as A fragments: k-step kk covers the chunks 2 kk and 2 kk + 1
+        uint32_t pa[kKSteps][4], da[kKSteps][4];
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+            {
+                pa[kk][r] = G::pack(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+                da[kk][r] = G::pack(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+            }
+
+        // dV += P^T dO, dK += dS^T Q: B MN-major (query rows are K, head columns N; 64-column atoms kBlockM rows
+        // apart)
+        dev::fence_regs(dv);
+        dev::fence_regs(dk);
+        cute::warpgroup_arrive();
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk)
+        {
+            const uint64_t db = dev::desc_sw128(do_base + kk * 16 * 128, kBlockM * 128, 1024);
+            if constexpr (D == 128)
+                dev::gmma_rs<typename G::RS128>(pa[kk], db, dv, std::make_index_sequence<kKvRegs>{});
+            else
+                dev::gmma_rs<typename G::RS64>(pa[kk], db, dv, std::make_index_sequence<kKvRegs>{});
+        }
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk)
+        {
+            const uint64_t db = dev::desc_sw128(q_base + kk * 16 * 128, kBlockM * 128, 1024);
+            if constexpr (D == 128)
+                dev::gmma_rs<typename G::RS128>(da[kk], db, dk, std::make_index_sequence<kKvRegs>{});
+            else
+                dev::gmma_rs<typename G::RS64>(da[kk], db, dk, std::make_index_sequence<kKvRegs>{});
+        }
+        cute::warpgroup_commit_batch();
+
+        // dS^T into shared memory (buffer i % 2): [query atom][key][128 B], 128-byte swizzle, bf16 / fp16 pairs
+        {
+            unsigned char* ds = sDs + (i % 2) * Kt::kDsBytes;
+#pragma unroll
+            for (int j = 0; j < kBlockM / 8; ++j)
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                {
+                    const int key = key0 + 8 * r;
+                    const uint32_t off = (j / 8) * kBlockN * 128 + key * 128 + (((j % 8) ^ g) * 16) + 4 * t;
+                    *reinterpret_cast<uint32_t*>(ds + off) = da[j / 2][2 * (j % 2) + r]; // dS^T[key][8j + 2t, + 1]
+                }
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync 1, 256;" ::: "memory"); // both warpgroups' dS^T halves are in
+
+        // dQ part = dS K over the block's 128 keys: A = dS (dS^T as stored: MN-major, queries are M), B = K
+        // (MN-major, head columns are N). d64: this warpgroup's 64 query rows; d128: its 64 head columns.
+        float dq[32];
+        {
+            const uint32_t a_base = ds_base + (i % 2) * Kt::kDsBytes + (Kt::kDqSplitRows ? cw * kBlockN * 128 : 0);
+            const uint32_t b_base = k_base + (Kt::kDqSplitRows ? 0 : cw * kBlockN * 128);
+            dev::fence_regs(dq);
+            cute::warpgroup_arrive();
+#pragma unroll
+            for (int kk = 0; kk < kBlockN / 16; ++kk)
+                dev::gmma_ss<typename dev::SsMnMn<Element>::type>(
+                    dev::desc_sw128(a_base + kk * 16 * 128, kBlockN * 128, 1024),
+                    dev::desc_sw128(b_base + kk * 16 * 128, kBlockN * 128, 1024), dq, kk > 0,
+                    std::make_index_sequence<32>{});
+            cute::warpgroup_commit_batch();
+        }
+        cute::warpgroup_wait<0>();
+        dev::fence_regs(dv);
+        dev::fence_regs(dk);
+        dev::fence_regs(dq);
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) // the dV / dK GEMMs read them until here: keep their registers
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+            {
+                cute::warpgroup_fence_operand(pa[kk][r]);
+                cute::warpgroup_fence_operand(da[kk][r]);
+            }
+        if (lane == 0) // this warp is done with the stage's Q, dO and statistics
+            mbar_arrive(smem_u32(empty + st));
+        float* tile = p.dq_acc + (bh * p.m_blocks + m_block) * Kt::kDqTile;
+#pragma unroll
+        for (int c = 0; c < 8; ++c)
+            dev::red_add_v4(tile + dq_part_index(cw, c, t128), dq[4 * c], dq[4 * c + 1], dq[4 * c + 2],
+                            dq[4 * c + 3]);
+    }
+
+    // epilogue: dK = scale * dS^T Q sums, dV (bf16 / fp16 pairs), rows past seqlen_k and columns past the head dims
+    // not written
+    Element* dk_out = static_cast<Element*>(p.dk) + int64_t(b) * p.dk_batch_stride + int64_t(h) * p.dk_head_stride;
+    Element* dv_out = static_cast<Element*>(p.dv) + int64_t(b) * p.dv_batch_stride + int64_t(h) * p.dv_head_stride;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+    {
+        const int key = n0 + key0 + 8 * r;
+        if (key >= p.seqlen_k)
+            continue;
+        Element* krow = dk_out + int64_t(key) * p.dk_row_stride;
+        Element* vrow = dv_out + int64_t(key) * p.dv_row_stride;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+        {
+            const int col = 8 * j + 2 * t;
+            if (col < p.hdim_q)
+                *reinterpret_cast<uint32_t*>(krow + col) =
+                    G::pack(dk[4 * j + 2 * r] * p.scale, dk[4 * j + 2 * r + 1] * p.scale);
+            if (col < p.hdim_v)
+                *reinterpret_cast<uint32_t*>(vrow + col) = G::pack(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+        }
+    }
+#endif // MHA_SM90A
+}
+
+// ---- 3. dQ = scale * accumulator ---------------------------------------------------------------------------------
+// grid (m_blocks, nhead, batch), 256 threads: thread (cw, t) reads back what consumer thread t of warpgroup cw added.
+template <typename Kt>
+__global__ void __launch_bounds__(256) sm90_bwd_convert(const __grid_constant__ BwdParams p,
+                                                        const __grid_constant__ Sm90BwdParams a)
+{
+    using Element = typename Kt::Element;
+    const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int cw = threadIdx.x / 128, t128 = threadIdx.x % 128, lane = t128 % 32;
+    const int row0 = 16 * (t128 / 32) + lane / 4, col0 = 2 * (lane % 4);
+    const float* tile = a.dq_acc + ((int64_t(b) * a.nhead + h) * a.m_blocks + m_block) * Kt::kDqTile;
+    Element* dq = static_cast<Element*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride;
+    const int m0 = m_block * Kt::kBlockM;
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+    {
+        const float4 x = *reinterpret_cast<const float4*>(tile + dq_part_index(cw, c, t128));
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+        {
+            int row = row0 + 8 * r, col = 8 * c + col0;
+            if (Kt::kDqSplitRows)
+                row += 64 * cw;
+            else
+                col += 64 * cw;
+            row += m0;
+            if (row < a.seqlen_q && col < a.hdim_q)
+            {
+                Element* d = dq + int64_t(row) * p.dq_row_stride + col;
+                const float v0 = (r ? x.z : x.x) * a.scale, v1 = (r ? x.w : x.y) * a.scale;
+                alignas(4) Element pair[2] = {static_cast<Element>(v0), static_cast<Element>(v1)};
+                *reinterpret_cast<uint32_t*>(d) = *reinterpret_cast<const uint32_t*>(pair);
+            }
+        }
+    }
+}
+
+// ---- host ----------------------------------------------------------------------------------------------------------
+// Workspace bytes of a call (the caller's workspace_alloc provides them, 16-byte aligned): the dQ accumulator, then
+// the padded LSE2 and D rows.
+template <typename Kt>
+size_t bwd_sm90_workspace(const BwdParams& p)
+{
+    const size_t m_blocks = size_t((p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM);
+    const size_t bh       = size_t(p.batch) * p.nhead_q;
+    return bh * m_blocks * (size_t(Kt::kDqTile) * 4 + 2 * size_t(Kt::kBlockM) * 4);
+}
+
+inline bool encode_bwd_maps(Sm90BwdParams& a, const BwdParams& p, int block_m, int block_n)
+{
+    static const auto encode = driver_entry_point<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
+    if (encode == nullptr)
+        return false;
+    auto one = [&](TmaDesc& out, const void* base, int cols, int rows, int heads, int box_rows, int64_t row_stride,
+                   int64_t head_stride, int64_t batch_stride) {
+        const int64_t eb = 2;
+        cuuint64_t dims[4]    = {cuuint64_t(cols), cuuint64_t(rows > 0 ? rows : 1), cuuint64_t(heads),
+                                 cuuint64_t(p.batch)};
+        cuuint64_t strides[3] = {cuuint64_t(row_stride * eb), cuuint64_t(head_stride * eb),
+                                 cuuint64_t(batch_stride * eb)};
+        for (int d = 1; d < 4; ++d) // extent-1 dimensions: a packed stride (never stepped over)
+            if (dims[d] == 1)
+            {
+                const cuuint64_t below = d == 1 ? dims[0] * eb : strides[d - 2] * dims[d - 1];
+                strides[d - 1]         = (below + 15) / 16 * 16;
+            }
+        const cuuint32_t box[4]  = {64, cuuint32_t(box_rows), 1, 1};
+        const cuuint32_t unit[4] = {1, 1, 1, 1};
+        return encode(reinterpret_cast<CUtensorMap*>(&out), CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base),
+                      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    };
+    return one(a.tma_q, p.q, p.hdim_q, p.seqlen_q, p.nhead_q, block_m, p.q_row_stride, p.q_head_stride,
+               p.q_batch_stride) &&
+           one(a.tma_do, p.dout, p.hdim_v, p.seqlen_q, p.nhead_q, block_m, p.do_row_stride, p.do_head_stride,
+               p.do_batch_stride) &&
+           one(a.tma_k, p.k, p.hdim_q, p.seqlen_k, p.nhead_k, block_n, p.k_row_stride, p.k_head_stride,
+               p.k_batch_stride) &&
+           one(a.tma_v, p.v, p.hdim_v, p.seqlen_k, p.nhead_k, block_n, p.v_row_stride, p.v_head_stride,
+               p.v_batch_stride);
+}
+
+// One call: p.dq_acc is the workspace (bwd_sm90_workspace bytes). csrc/api has checked what the kernels assume:
+// batch mode, no mask or causal, sm_90, the copies' alignment.
+template <typename Kt>
+cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)
+{
+    Sm90BwdParams a{};
+    a.m_blocks = (p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM;
+    a.sq_pad   = a.m_blocks * Kt::kBlockM;
+    if (p.seqlen_q > 0 && p.seqlen_k > 0 && !encode_bwd_maps(a, p, Kt::kBlockM, Kt::kBlockN))
+        return cudaErrorInvalidValue;
+    const size_t tiles = size_t(p.batch) * p.nhead_q * a.m_blocks;
+    a.dq_acc = p.dq_acc;
+    a.lse2   = p.dq_acc + tiles * Kt::kDqTile;
+    a.dpad   = a.lse2 + tiles * Kt::kBlockM;
+    a.dk = p.dk, a.dv = p.dv;
+    a.dk_row_stride = p.dk_row_stride, a.dk_head_stride = p.dk_head_stride, a.dk_batch_stride = p.dk_batch_stride;
+    a.dv_row_stride = p.dv_row_stride, a.dv_head_stride = p.dv_head_stride, a.dv_batch_stride = p.dv_batch_stride;
+    a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k, a.hdim_q = p.hdim_q, a.hdim_v = p.hdim_v;
+    a.head_ratio = p.head_ratio, a.nhead = p.nhead_q, a.batch = p.batch;
+    a.scale = p.scale, a.scale_log2 = p.scale * 1.4426950408889634f;
+    a.causal      = p.mask.is_none() ? 0 : 1;
+    a.diag_offset = p.mask.bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+
+    cudaError_t err = cudaSuccess;
+    auto kernel = &sm90_bwd_kernel<Kt>;
+    if (p.seqlen_k > 0 && (err = set_max_dynamic_smem(kernel, Kt::kSmemBytes)) != cudaSuccess)
+        return err;
+    if (p.seqlen_q > 0)
+    {
+        sm90_bwd_pre<Kt><<<dim3(a.sq_pad / 16, p.nhead_q, p.batch), 128, 0, stream>>>(p, a);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (p.seqlen_k > 0) // keys without queries still get dK = dV = 0
+    {
+        kernel<<<dim3((p.seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN, p.nhead_q, p.batch), Kt::kThreads,
+                 Kt::kSmemBytes, stream>>>(a);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (p.seqlen_q > 0)
+    {
+        sm90_bwd_convert<Kt><<<dim3(a.m_blocks, p.nhead_q, p.batch), 256, 0, stream>>>(p, a);
+        err = cudaGetLastError();
+    }
+    return err;
+}
+
+} // namespace mha::asm90
