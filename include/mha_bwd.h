@@ -20,8 +20,8 @@ struct mha_bwd_args
                               // dropout, sink logits or deterministic mode, head dims up to 128); else ck
     bool v3_atomic_fp32 = {}; // AITER: asm dQ accumulation in fp32 (1) or fp16/bf16 (0); accepted, dQ is fp32 here
     int v3_bf16_cvt = {};     // AITER: the asm backward's bf16 rounding (0 RTNE, 1 RTNA, 2 RTZ); accepted, RTNE
-    bool v3_api_check = {};   // as AITER HEAD's mha_bwd: returns 1 without launching when the asm backward covers
-                              // the call; otherwise the ck backward runs (it launches)
+    bool v3_api_check = {};   // as AITER HEAD's mha_bwd: with use_asm_v3, returns 1 without launching when the asm
+                              // backward covers the call; otherwise (or without use_asm_v3) the ck backward runs
 
     // traits
     int hdim_q = {};

@@ -87,6 +87,16 @@ def test_table_keeps_unbuilt_rows_with_a_hint():
             '&mha::gen::launch_bwd_asm_v3_bf16_d128_dv128_m64_plain') in bwd
 
 
+def test_asm_bwd_instances_assert_the_tile_the_api_sizes_the_workspace_by():
+    inst = [i for i in gen.all_instances() if i.api == "bwd" and i.family == "asm_v3"]
+    for i in inst:
+        src = gen.instance_source(i)
+        t = f"mha::asm90::Sm90BwdTraits<{gen.CPP_DTYPE[i.dtype]}, {i.hdim}>"
+        assert (f"static_assert({t}::kBlockM == {i.block_m} && {t}::kBlockN == {i.block_n} && "
+                f"{t}::kHeadDim == {i.hdim}") in src, src
+        assert "mha::asm90::run_bwd_sm90<" in src
+
+
 def test_write_if_changed_keeps_timestamp(tmp_path):
     p = tmp_path / "a" / "x.cu"
     gen.write_if_changed(str(p), "x")

@@ -217,7 +217,7 @@ BwdParams make_params(const aiter::mha_bwd_args& a)
 
 // The asm (sm_90a) instance for a use_asm_v3 call that family covers, else null with the reason: batch mode, no
 // mask or a causal one (top-left or bottom-right), no bias / ALiBi / dropout / sink logits, not deterministic, on
-// an sm_90 GPU, head dims up to 128, and the tensor copies' alignment. (host_checks has passed.)
+// an sm_90 GPU, head dims up to 128, and the tensor copies' alignment. (contract_refusal has passed.)
 const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_not)
 {
     if (!a.use_asm_v3)
@@ -282,15 +282,41 @@ const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_n
     return find_variant(dtype_of(a.data_type), a.hdim_q, a.hdim_v, 0, why_not, Family::asm_v3);
 }
 
-// What mha_bwd checks before any CUDA call: the argument contract, then the instance this build has for the call
-// (in `in`). The reason, or "" when both pass.
-std::string host_checks(const aiter::mha_bwd_args& args, const BwdInstance*& in)
+// The argument contract, whatever the instance: the reason, or "" when the call is well formed.
+std::string contract_refusal(const aiter::mha_bwd_args& args)
 {
-    in = nullptr;
     if (args.is_group_mode && !args.pinned_host_alloc) // AITER's first check, with its message
         return "mha_bwd: group mode requires pinned_host_alloc callback";
     if (std::string why = invalid_argument(args); !why.empty())
         return "mha_bwd: invalid argument: " + why;
+    return "";
+}
+
+// The asm instance a well-formed use_asm_v3 call runs on (covered, built, its shared memory fits the device), or
+// null: the call then runs on ck (AITER's fallback), and needs no ck instance otherwise.
+const BwdInstance* asm_choice(const aiter::mha_bwd_args& args)
+{
+    if (!args.use_asm_v3 || !contract_refusal(args).empty())
+        return nullptr;
+    std::string why_not;
+    const BwdInstance* as = asm_instance(args, why_not);
+    if (as == nullptr || !smem_unfit(as->name, as->smem_bytes).empty())
+        return nullptr;
+    // the workspace (mha_bwd) in 64-bit sizes
+    const size_t q_blocks = size_t(args.batch) * size_t(args.nhead_q) * size_t((args.seqlen_q + as->block_m - 1) /
+                                                                                as->block_m);
+    if (q_blocks > SIZE_MAX / ((size_t(as->block_m) * as->hdim + 2 * size_t(as->block_m)) * sizeof(float)))
+        return nullptr;
+    return as;
+}
+
+// What mha_bwd checks before any CUDA call on the ck path: the argument contract, then the ck instance this build
+// has for the call (in `in`). The reason, or "" when both pass.
+std::string host_checks(const aiter::mha_bwd_args& args, const BwdInstance*& in)
+{
+    in = nullptr;
+    if (std::string why = contract_refusal(args); !why.empty())
+        return why;
     std::string missing;
     const int needs = (args.bias_type == 1 ? kBwdBias : 0) | (args.bias_type == 2 ? kBwdAlibi : 0) |
                       (has_dropout(args) ? kBwdDropout : 0);
@@ -332,6 +358,8 @@ int mha_bwd_check(const mha_bwd_args& args)
 {
     using namespace mha;
     mha_set_last_error("");
+    if (asm_choice(args) != nullptr)
+        return 0;
     const BwdInstance* in = nullptr;
     if (std::string why = refusal(args, in); !why.empty())
         return static_cast<int>(fail(why));
@@ -342,38 +370,33 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
 {
     using namespace mha;
     mha_set_last_error("");
+    // use_asm_v3: the asm family first (asm_choice); a call it declines runs on ck, as in AITER, v3_api_check
+    // included
+    if (const BwdInstance* as = asm_choice(args))
+    {
+        mha_set_last_kernel_name(as->name);
+        if (args.v3_api_check)
+            return 1.f;
+        BwdParams p = make_params(args);
+        // workspace: per (batch, head, query block) the fp32 dQ accumulator tile (block_m x instance hdim, in
+        // the kernel's fragment order) and the block's padded LSE * log2(e) and D rows (asm90::run_bwd_sm90)
+        const size_t q_blocks = size_t(p.batch) * p.nhead_q * size_t((p.seqlen_q + as->block_m - 1) / as->block_m);
+        const size_t bytes    = q_blocks * (size_t(as->block_m) * as->hdim + 2 * size_t(as->block_m)) * 4;
+        if (bytes > 0)
+        {
+            p.dq_acc = static_cast<float*>(args.workspace_alloc(bytes, false));
+            if (p.dq_acc == nullptr)
+                return fail("mha_bwd: workspace_alloc returned null for " + std::to_string(bytes) + " bytes");
+            if (!aligned(p.dq_acc, 16))
+                return fail("mha_bwd: workspace_alloc must return 16-byte aligned memory");
+        }
+        return launch_and_time(s, as->name, [&] { return as->launch(p, s.stream_id_); });
+    }
+
     const BwdInstance* in = nullptr;
     if (std::string why = refusal(args, in); !why.empty())
         return fail(why);
     mha_set_last_kernel_name(in->name);
-
-    if (args.use_asm_v3)
-    {
-        std::string why_not;
-        if (const BwdInstance* as = asm_instance(args, why_not))
-        {
-            mha_set_last_kernel_name(as->name);
-            if (args.v3_api_check)
-                return 1.f;
-            if (std::string why = smem_unfit(as->name, as->smem_bytes); !why.empty())
-                return fail("mha_bwd: " + why);
-            BwdParams p = make_params(args);
-            // workspace: per (batch, head, query block) the fp32 dQ accumulator tile (block_m x instance hdim, in
-            // the kernel's fragment order) and the block's padded LSE * log2(e) and D rows (asm90::run_bwd_sm90)
-            const size_t q_blocks = size_t(p.batch) * p.nhead_q * size_t((p.seqlen_q + as->block_m - 1) / as->block_m);
-            const size_t bytes    = q_blocks * (size_t(as->block_m) * as->hdim + 2 * size_t(as->block_m)) * 4;
-            if (bytes > 0)
-            {
-                p.dq_acc = static_cast<float*>(args.workspace_alloc(bytes, false));
-                if (p.dq_acc == nullptr)
-                    return fail("mha_bwd: workspace_alloc returned null for " + std::to_string(bytes) + " bytes");
-                if (!aligned(p.dq_acc, 16))
-                    return fail("mha_bwd: workspace_alloc must return 16-byte aligned memory");
-            }
-            return launch_and_time(s, as->name, [&] { return as->launch(p, s.stream_id_); });
-        }
-        // declined: ck runs, as in AITER
-    }
 
     BwdParams p = make_params(args);
     // workspace: fp32 dQ accumulator, one block_m x instance-hdim tile per (batch, head, query block) in the kernel's

@@ -24,7 +24,8 @@ namespace mha::asm90 {
 
 // Tile shape. d64: 128 query rows per block (each warpgroup's dQ GEMM takes 64 of them); d128: 64 rows (each takes
 // 64 of dQ's 128 columns). Shared memory: K + V 2 x kBlockN x D x 2 B, kStages x (Q + dO) blocks, two dS buffers,
-// the statistics: d128 64 + 64 + 32 + 1 KB = 161 KB, d64 32 + 64 + 64 + 2 KB = 162 KB.
+// the statistics, 1 KB of alignment slack: d128 64 + 64 + 32 + 1 + 1 KB = 162 KB, d64 32 + 64 + 64 + 2 + 1 KB =
+// 163 KB.
 template <typename Element_, int kHeadDim_>
 struct Sm90BwdTraits
 {
@@ -525,16 +526,6 @@ __global__ void __launch_bounds__(256) sm90_bwd_convert(const __grid_constant__ 
 }
 
 // ---- host ----------------------------------------------------------------------------------------------------------
-// Workspace bytes of a call (the caller's workspace_alloc provides them, 16-byte aligned): the dQ accumulator, then
-// the padded LSE2 and D rows.
-template <typename Kt>
-size_t bwd_sm90_workspace(const BwdParams& p)
-{
-    const size_t m_blocks = size_t((p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM);
-    const size_t bh       = size_t(p.batch) * p.nhead_q;
-    return bh * m_blocks * (size_t(Kt::kDqTile) * 4 + 2 * size_t(Kt::kBlockM) * 4);
-}
-
 inline bool encode_bwd_maps(Sm90BwdParams& a, const BwdParams& p, int block_m, int block_n)
 {
     static const auto encode = driver_entry_point<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
@@ -569,7 +560,9 @@ inline bool encode_bwd_maps(Sm90BwdParams& a, const BwdParams& p, int block_m, i
                p.v_batch_stride);
 }
 
-// One call: p.dq_acc is the workspace (bwd_sm90_workspace bytes). csrc/api has checked what the kernels assume:
+// One call: p.dq_acc is the workspace, per (batch, query head, query block) the accumulator tile (kDqTile floats), then
+// as many padded LSE2 rows and D rows (kBlockM floats each); csrc/api sizes it from the table's block_m and hdim,
+// which the generated instance asserts are these traits'. csrc/api has also checked what the kernels assume:
 // batch mode, no mask or causal, sm_90, the copies' alignment.
 template <typename Kt>
 cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)

@@ -269,7 +269,11 @@ def instance_source(i: Instance) -> str:
         raise ValueError(f"no source template for {i.name}")
     if i.family == "ck":
         run = "ck::" + run
-    return (HEADER + f'#include "{include}"\n\nnamespace mha::gen {{\n'
+    check = ""
+    if i.api == "bwd" and i.family == "asm_v3": # csrc/api sizes the workspace by the table's block_m / hdim
+        check = (f"static_assert({traits}::kBlockM == {i.block_m} && {traits}::kBlockN == {i.block_n} && "
+                 f"{traits}::kHeadDim == {i.hdim}, \"ASM_BWD_TILES must name Sm90BwdTraits' tile\");\n")
+    return (HEADER + f'#include "{include}"\n\nnamespace mha::gen {{\n' + check +
             f"extern const int {i.fn}_smem = {traits}::kSmemBytes;\n\n"
             f"cudaError_t {i.fn}(const mha::{params}& p, cudaStream_t stream)\n{{\n"
             f"    return mha::{run}<{traits}>(p, stream);\n}}\n}} // namespace mha::gen\n")
