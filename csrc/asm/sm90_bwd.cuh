@@ -19,6 +19,7 @@
 
 #include "sm90_fwd.cuh"
 #include "../common/bwd_params.h"
+#include "../common/row_dot.h"
 
 namespace mha::asm90 {
 
@@ -158,24 +159,7 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
                             int64_t(row) * p.o_row_stride;
         const Element* dout = static_cast<const Element*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
                               int64_t(row) * p.do_row_stride;
-        if (reinterpret_cast<uintptr_t>(o) % 16 == 0) // dO's rows are 16-byte aligned (the API checks it)
-        {
-            for (int c = lane8 * 8; c < p.hdim_v; c += 64)
-            {
-                const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
-                const uint4 gv = *reinterpret_cast<const uint4*>(dout + c);
-                const Element* oe = reinterpret_cast<const Element*>(&ov);
-                const Element* ge = reinterpret_cast<const Element*>(&gv);
-#pragma unroll
-                for (int k = 0; k < 8; ++k)
-                    acc += float(oe[k]) * float(ge[k]);
-            }
-        }
-        else
-        {
-            for (int c = lane8 * 2; c < p.hdim_v; c += 16)
-                acc += float(o[c]) * float(dout[c]) + float(o[c + 1]) * float(dout[c + 1]);
-        }
+        acc = row_dot_share(o, dout, p.hdim_v, lane8);
     }
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);
     acc += __shfl_xor_sync(0xffffffffu, acc, 2);
@@ -213,7 +197,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     constexpr int kAtoms = Kt::kAtoms;
 
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    unsigned char* smem = dev::smem_align1024(smem_raw);
     unsigned char* sK  = smem;                           // kAtoms x [kBlockN rows][128 B]
     unsigned char* sV  = sK + Kt::kKvBytes;
     unsigned char* sQ  = sV + Kt::kKvBytes;              // kStages x kAtoms x [kBlockM rows][128 B]
@@ -240,7 +224,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
             mbar_init(smem_u32(full + s), 1);
             mbar_init(smem_u32(empty + s), Kt::kConsumers * 4); // one arrival per consumer warp
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 
@@ -248,7 +232,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     if (wg == 0)
     {
         // producer
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Kt::kProducerRegs));
+        dev::regs_dec<Kt::kProducerRegs>();
         if (tid != 0 || steps <= 0)
             return;
         const int hk = h / p.head_ratio;
@@ -274,7 +258,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     }
 
     // consumers
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Kt::kConsumerRegs));
+    dev::regs_inc<Kt::kConsumerRegs>();
     const int cw = wg - 1;             // consumer warpgroup: keys n0 + 64 cw .. + 63
     const int t128 = tid - 128 * wg;   // thread in the warpgroup
     const int wrow = 16 * (warp % 4);  // the warp's first row in the warpgroup
@@ -526,38 +510,17 @@ __global__ void __launch_bounds__(256) sm90_bwd_convert(const __grid_constant__ 
 }
 
 // ---- host ----------------------------------------------------------------------------------------------------------
+// Host: the four tensor maps of a backward call (encode_map_4d, sm90_fwd.cuh).
 inline bool encode_bwd_maps(Sm90BwdParams& a, const BwdParams& p, int block_m, int block_n)
 {
-    static const auto encode = driver_entry_point<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
-    if (encode == nullptr)
-        return false;
-    auto one = [&](TmaDesc& out, const void* base, int cols, int rows, int heads, int box_rows, int64_t row_stride,
-                   int64_t head_stride, int64_t batch_stride) {
-        const int64_t eb = 2;
-        cuuint64_t dims[4]    = {cuuint64_t(cols), cuuint64_t(rows > 0 ? rows : 1), cuuint64_t(heads),
-                                 cuuint64_t(p.batch)};
-        cuuint64_t strides[3] = {cuuint64_t(row_stride * eb), cuuint64_t(head_stride * eb),
-                                 cuuint64_t(batch_stride * eb)};
-        for (int d = 1; d < 4; ++d) // extent-1 dimensions: a packed stride (never stepped over)
-            if (dims[d] == 1)
-            {
-                const cuuint64_t below = d == 1 ? dims[0] * eb : strides[d - 2] * dims[d - 1];
-                strides[d - 1]         = (below + 15) / 16 * 16;
-            }
-        const cuuint32_t box[4]  = {64, cuuint32_t(box_rows), 1, 1};
-        const cuuint32_t unit[4] = {1, 1, 1, 1};
-        return encode(reinterpret_cast<CUtensorMap*>(&out), CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base),
-                      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-    };
-    return one(a.tma_q, p.q, p.hdim_q, p.seqlen_q, p.nhead_q, block_m, p.q_row_stride, p.q_head_stride,
-               p.q_batch_stride) &&
-           one(a.tma_do, p.dout, p.hdim_v, p.seqlen_q, p.nhead_q, block_m, p.do_row_stride, p.do_head_stride,
-               p.do_batch_stride) &&
-           one(a.tma_k, p.k, p.hdim_q, p.seqlen_k, p.nhead_k, block_n, p.k_row_stride, p.k_head_stride,
-               p.k_batch_stride) &&
-           one(a.tma_v, p.v, p.hdim_v, p.seqlen_k, p.nhead_k, block_n, p.v_row_stride, p.v_head_stride,
-               p.v_batch_stride);
+    return encode_map_4d(a.tma_q, p.q, p.hdim_q, p.seqlen_q, p.nhead_q, p.batch, block_m, p.q_row_stride,
+                         p.q_head_stride, p.q_batch_stride) &&
+           encode_map_4d(a.tma_do, p.dout, p.hdim_v, p.seqlen_q, p.nhead_q, p.batch, block_m, p.do_row_stride,
+                         p.do_head_stride, p.do_batch_stride) &&
+           encode_map_4d(a.tma_k, p.k, p.hdim_q, p.seqlen_k, p.nhead_k, p.batch, block_n, p.k_row_stride,
+                         p.k_head_stride, p.k_batch_stride) &&
+           encode_map_4d(a.tma_v, p.v, p.hdim_v, p.seqlen_k, p.nhead_k, p.batch, block_n, p.v_row_stride,
+                         p.v_head_stride, p.v_batch_stride);
 }
 
 // One call: p.dq_acc is the workspace, per (batch, query head, query block) the accumulator tile (kDqTile floats), then

@@ -55,6 +55,7 @@ struct Sm90FwdTraits
     static constexpr int kKvBytes     = kBlockN * kHeadDim * 2;
     static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
+    static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
     // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers
     static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + 8 * (2 + 3 * kStages);
     static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "the PV GEMM atoms instantiated below");
@@ -86,6 +87,26 @@ __device__ __forceinline__ void tma_load(void* dst, const TmaDesc& map, int c0, 
                  " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(smem_u32(dst)),
                  "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
                  : "memory");
+}
+
+// The dynamic shared memory's first 1024-byte boundary (the 128-byte swizzle's period; the kernels ask for 1 KB of
+// slack).
+__device__ __forceinline__ unsigned char* smem_align1024(unsigned char* raw)
+{
+    return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+}
+
+// Warp specialization's register split (setmaxnreg): the producer warpgroup gives registers back, the consumers take
+// them. Every warp of the warpgroup executes it.
+template <int kRegs>
+__device__ __forceinline__ void regs_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void regs_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
 // wgmma shared-memory descriptor of a 128-byte-swizzled tile (PTX ISA "matrix descriptor"): start address, leading
@@ -238,7 +259,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     constexpr int kAtoms = Kt::kAtoms;
 
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    unsigned char* smem = dev::smem_align1024(smem_raw);
     unsigned char* sQ  = smem;                              // kAtoms x [128 rows][128 B]
     unsigned char* sK  = sQ + Kt::kQBytes;                  // kStages x kAtoms x [kBlockN rows][128 B]
     unsigned char* sV  = sK + kStages * Kt::kKvBytes;       // the same for V
@@ -261,7 +282,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             mbar_init(smem_u32(full_v + s), 1);
             mbar_init(smem_u32(empty_kv + s), Kt::kConsumers * 4);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 
@@ -270,7 +291,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     if (wg == 0)
     {
         // producer
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Kt::kProducerRegs));
+        dev::regs_dec<Kt::kProducerRegs>();
         if (tid != 0)
             return;
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_q)) : "memory");
@@ -312,7 +333,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     }
 
     // consumers
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Kt::kConsumerRegs));
+    dev::regs_inc<Kt::kConsumerRegs>();
     const int cw   = wg - 1;          // consumer warpgroup: rows 64 cw .. 64 cw + 63 of a tile
     const int wrow = 16 * (warp % 4); // the warp's first row in the warpgroup
     const int g = lane / 4, t = lane % 4;
@@ -535,40 +556,42 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 #endif // MHA_SM90A
 }
 
-// Host: the three tensor maps of a call (false when the driver has none or rejects a stride; csrc/api checked the
-// alignment rules before, so that is not expected).
-inline bool encode_sm90_maps(Sm90FwdParams& a, const FwdParams& p, int block_m, int block_n)
+// Host: one 4-d tensor map (column, row, head, batch) of a 16-bit [batch][head][row][column] tensor given by element
+// strides, boxes of 64 columns x box_rows rows (one 128-byte swizzle atom wide). False when the driver has no encoder
+// or rejects the map (csrc/api checked the alignment rules before, so that is not expected).
+inline bool encode_map_4d(TmaDesc& out, const void* base, int cols, int rows, int heads, int batch, int box_rows,
+                          int64_t row_stride, int64_t head_stride, int64_t batch_stride)
 {
     static const auto encode = driver_entry_point<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
     if (encode == nullptr)
         return false;
-    auto one = [&](TmaDesc& out, const void* base, int cols, int rows, int heads, int box_rows, int64_t row_stride,
-                   int64_t head_stride, int64_t batch_stride) {
-        const int64_t eb = 2;
-        cuuint64_t dims[4]    = {cuuint64_t(cols), cuuint64_t(rows > 0 ? rows : 1), cuuint64_t(heads),
-                                 cuuint64_t(p.batch)};
-        cuuint64_t strides[3] = {cuuint64_t(row_stride * eb), cuuint64_t(head_stride * eb),
-                                 cuuint64_t(batch_stride * eb)};
-        // a dimension of extent 1 is never stepped over: give it the stride of a packed layout, which the encoder
-        // accepts whatever the caller's was (PyTorch exports 1 for size-1 dimensions)
-        for (int d = 1; d < 4; ++d)
-            if (dims[d] == 1)
-            {
-                const cuuint64_t below = d == 1 ? dims[0] * eb : strides[d - 2] * dims[d - 1];
-                strides[d - 1]         = (below + 15) / 16 * 16;
-            }
-        const cuuint32_t box[4]  = {64, cuuint32_t(box_rows), 1, 1};
-        const cuuint32_t unit[4] = {1, 1, 1, 1};
-        return encode(reinterpret_cast<CUtensorMap*>(&out), CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base),
-                      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-    };
-    return one(a.tma_q, p.q, p.hdim_q, p.seqlen_q, p.nhead_q, block_m, p.q_row_stride, p.q_head_stride,
-               p.q_batch_stride) &&
-           one(a.tma_k, p.k, p.hdim_q, p.seqlen_k, p.nhead_k, block_n, p.k_row_stride, p.k_head_stride,
-               p.k_batch_stride) &&
-           one(a.tma_v, p.v, p.hdim_v, p.seqlen_k, p.nhead_k, block_n, p.v_row_stride, p.v_head_stride,
-               p.v_batch_stride);
+    const int64_t eb = 2;
+    cuuint64_t dims[4]    = {cuuint64_t(cols), cuuint64_t(rows > 0 ? rows : 1), cuuint64_t(heads), cuuint64_t(batch)};
+    cuuint64_t strides[3] = {cuuint64_t(row_stride * eb), cuuint64_t(head_stride * eb), cuuint64_t(batch_stride * eb)};
+    // a dimension of extent 1 is never stepped over: give it the stride of a packed layout, which the encoder accepts
+    // whatever the caller's was (PyTorch exports 1 for size-1 dimensions)
+    for (int d = 1; d < 4; ++d)
+        if (dims[d] == 1)
+        {
+            const cuuint64_t below = d == 1 ? dims[0] * eb : strides[d - 2] * dims[d - 1];
+            strides[d - 1]         = (below + 15) / 16 * 16;
+        }
+    const cuuint32_t box[4]  = {64, cuuint32_t(box_rows), 1, 1};
+    const cuuint32_t unit[4] = {1, 1, 1, 1};
+    return encode(reinterpret_cast<CUtensorMap*>(&out), CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base), dims,
+                  strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Host: the three tensor maps of a forward call.
+inline bool encode_sm90_maps(Sm90FwdParams& a, const FwdParams& p, int block_m, int block_n)
+{
+    return encode_map_4d(a.tma_q, p.q, p.hdim_q, p.seqlen_q, p.nhead_q, p.batch, block_m, p.q_row_stride,
+                         p.q_head_stride, p.q_batch_stride) &&
+           encode_map_4d(a.tma_k, p.k, p.hdim_q, p.seqlen_k, p.nhead_k, p.batch, block_n, p.k_row_stride,
+                         p.k_head_stride, p.k_batch_stride) &&
+           encode_map_4d(a.tma_v, p.v, p.hdim_v, p.seqlen_k, p.nhead_k, p.batch, block_n, p.v_row_stride,
+                         p.v_head_stride, p.v_batch_stride);
 }
 
 // The SMs of the current device (the persistent grid's size), cached per device.

@@ -16,6 +16,7 @@
 #include "../common/bwd_params.h"
 #include "../common/mask.h"
 #include "../common/philox.h"
+#include "../common/row_dot.h"
 #include "bwd_traits.cuh"
 #include "fwd_features.cuh"
 #include "fwd_utils.cuh"
@@ -124,26 +125,7 @@ __global__ void __launch_bounds__(128) bwd_dot_do_o(const __grid_constant__ BwdP
                                                                                      : b * p.do_batch_stride +
                                                                                        row * p.do_row_stride) +
                               h * p.do_head_stride;
-        // 16-byte loads, 8 consecutive chunks per row, when O's row allows them (dO's always do: the API checks it);
-        // hdim_v is a multiple of 8, so neither path straddles the end
-        if (reinterpret_cast<uintptr_t>(o) % 16 == 0)
-        {
-            for (int c = lane8 * 8; c < p.hdim_v; c += 64)
-            {
-                const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
-                const uint4 gv = *reinterpret_cast<const uint4*>(dout + c);
-                const Element* oe = reinterpret_cast<const Element*>(&ov);
-                const Element* ge = reinterpret_cast<const Element*>(&gv);
-                CUTE_UNROLL
-                for (int k = 0; k < 8; ++k)
-                    acc += float(oe[k]) * float(ge[k]);
-            }
-        }
-        else
-        {
-            for (int c = lane8 * 2; c < p.hdim_v; c += 16)
-                acc += float(o[c]) * float(dout[c]) + float(o[c + 1]) * float(dout[c + 1]);
-        }
+        acc = row_dot_share(o, dout, p.hdim_v, lane8);
     }
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);
     acc += __shfl_xor_sync(0xffffffffu, acc, 2);

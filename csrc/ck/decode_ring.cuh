@@ -102,7 +102,7 @@ struct DecodeRing
         {
             for (int s = 0; s < kStages; ++s)
                 mbar_init(smem_addr(bars + s), 1);
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            mbar_init_fence();
         }
         __syncwarp();
     }
