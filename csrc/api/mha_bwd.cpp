@@ -160,11 +160,15 @@ const BwdInstance* find_variant(DType dt, int hdim_q, int hdim_v, int features, 
 // the only feature, else (or when those are not built) "full".
 const BwdInstance* find_instance(DType dt, int hdim_q, int hdim_v, int needs, std::string& missing)
 {
-    std::string ignored;
-    if (needs == 0 || needs == kBwdAlibi || needs == kBwdDropout)
-        if (const BwdInstance* lean = find_variant(dt, hdim_q, hdim_v, needs, ignored))
+    std::string lean_missing;
+    const bool lean_exists = needs == 0 || needs == kBwdAlibi || needs == kBwdDropout;
+    if (lean_exists)
+        if (const BwdInstance* lean = find_variant(dt, hdim_q, hdim_v, needs, lean_missing))
             return lean;
-    return find_variant(dt, hdim_q, hdim_v, kBwdBias | kBwdAlibi | kBwdDropout, missing);
+    const BwdInstance* full = find_variant(dt, hdim_q, hdim_v, kBwdBias | kBwdAlibi | kBwdDropout, missing);
+    if (full == nullptr && lean_exists) // neither is built: the hint names the lean variant, which is all it needs
+        missing = lean_missing;
+    return full;
 }
 
 BwdParams make_params(const aiter::mha_bwd_args& a)
