@@ -282,4 +282,25 @@ inline bool arch_built(const BuildInfo& build, int cc)
     return false;
 }
 
+// Whether the asm (sm_90a) family can run on the current device: "" when the GPU is sm_90 and `build` has sm_90a,
+// else the reason.
+inline std::string sm90a_unavailable(const BuildInfo& build)
+{
+    int cc = 0;
+    if (std::string why = current_cc(cc); !why.empty())
+        return why;
+    if (cc != 90)
+        return "the GPU is sm_" + str(cc) + ", not sm_90";
+    if (!arch_built(build, 90))
+        return "this library was built without sm_90a";
+    return "";
+}
+
+// A stride the asm family's tensor copies / stores accept: positive and a multiple of `unit` elements, or any value
+// for an extent-1 dimension (never stepped over; PyTorch exports 1 there).
+inline bool asm_stride_ok(int64_t stride, int64_t extent, int unit)
+{
+    return extent == 1 || (stride > 0 && stride % unit == 0);
+}
+
 } // namespace mha

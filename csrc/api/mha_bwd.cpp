@@ -245,23 +245,12 @@ const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_n
         why_not = "only no mask and causal masks are covered";
         return nullptr;
     }
-    int cc = 0;
-    if (std::string why = current_cc(cc); !why.empty() || cc != 90)
-    {
-        why_not = why.empty() ? "the GPU is sm_" + str(cc) + ", not sm_90" : why;
+    if (!(why_not = sm90a_unavailable(kBwdBuildInfo)).empty())
         return nullptr;
-    }
-    if (!arch_built(90))
-    {
-        why_not = "this library was built without sm_90a";
-        return nullptr;
-    }
     // the tensor copies of Q, K, V, dO: positive strides that are multiples of 8 elements (an extent-1 dimension's
     // stride is never used); the 4-byte stores of dQ / dK / dV: 4-byte aligned, even strides. (invalid_argument has
     // asked for 16-byte aligned q / k / v / do.)
-    auto stride_ok = [](int64_t stride, int64_t extent, int unit) {
-        return extent == 1 || (stride > 0 && stride % unit == 0);
-    };
+    const auto stride_ok = asm_stride_ok;
     const bool copies_ok =
         stride_ok(a.stride_q, a.seqlen_q, 8) && stride_ok(a.stride_do, a.seqlen_q, 8) &&
         stride_ok(a.stride_k, a.seqlen_k, 8) && stride_ok(a.stride_v, a.seqlen_k, 8) &&

@@ -251,12 +251,8 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
         why_not = "only no mask and causal masks are covered";
         return nullptr;
     }
-    int cc = 0;
-    if (std::string why = current_cc(cc); !why.empty() || cc != 90)
-    {
-        why_not = why.empty() ? "the GPU is sm_" + str(cc) + ", not sm_90" : why;
+    if (!(why_not = sm90a_unavailable(kBuildInfo)).empty())
         return nullptr;
-    }
     if (needs_full(a) || a.is_group_mode)
     {
         why_not = "bias, dropout, soft-cap, sinks and group mode are not covered";
@@ -282,9 +278,7 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
     // dimension's stride is never used: broadcast K / V with stride 0 go to ck); the epilogue's 4-byte stores of O.
     // invalid_argument already asks most of this of every call; the copy engine needs all of it.
     auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-    auto stride_ok = [](int64_t stride, int64_t extent, int unit) {
-        return extent == 1 || (stride > 0 && stride % unit == 0);
-    };
+    const auto stride_ok = asm_stride_ok;
     const bool copies_ok =
         aligned16(a.q_ptr) && aligned16(a.k_ptr) && aligned16(a.v_ptr) && stride_ok(a.stride_q, a.seqlen_q, 8) &&
         stride_ok(a.stride_k, a.seqlen_k, 8) && stride_ok(a.stride_v, a.seqlen_k, 8) &&
@@ -300,13 +294,7 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
                   "4-byte aligned with positive even strides";
         return nullptr;
     }
-    const FwdInstance* in = find_instance(Family::asm_v3, dt, a.hdim_q, a.hdim_v, 0, why_not);
-    if (in != nullptr && !arch_built(90))
-    {
-        why_not = "this library was built without sm_90a";
-        return nullptr;
-    }
-    return in;
+    return find_instance(Family::asm_v3, dt, a.hdim_q, a.hdim_v, 0, why_not);
 }
 
 } // namespace

@@ -338,26 +338,16 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         // P^T and dS^T as A fragments (k-step kk covers the chunks 2 kk and 2 kk + 1); dV += P^T dO and dK += dS^T Q
         // with B MN-major (query rows are K, head columns N; 64-column atoms kBlockM rows apart)
         uint32_t pa[kKSteps][4], da[kKSteps][4];
-        auto issue_dv = [&]() {
+        // acc (64 x D) += A (registers: P^T or dS^T) * B (dO or Q, MN-major)
+        auto issue_rs = [&](const uint32_t (&a)[kKSteps][4], uint32_t b_base, float (&acc)[kKvRegs]) {
 #pragma unroll
             for (int kk = 0; kk < kKSteps; ++kk)
             {
-                const uint64_t db = dev::desc_sw128(do_base + kk * 16 * 128, kBlockM * 128, 1024);
+                const uint64_t db = dev::desc_sw128(b_base + kk * 16 * 128, kBlockM * 128, 1024);
                 if constexpr (D == 128)
-                    dev::gmma_rs<typename G::RS128>(pa[kk], db, dv, std::make_index_sequence<kKvRegs>{});
+                    dev::gmma_rs<typename G::RS128>(a[kk], db, acc, std::make_index_sequence<kKvRegs>{});
                 else
-                    dev::gmma_rs<typename G::RS64>(pa[kk], db, dv, std::make_index_sequence<kKvRegs>{});
-            }
-        };
-        auto issue_dk = [&]() {
-#pragma unroll
-            for (int kk = 0; kk < kKSteps; ++kk)
-            {
-                const uint64_t db = dev::desc_sw128(q_base + kk * 16 * 128, kBlockM * 128, 1024);
-                if constexpr (D == 128)
-                    dev::gmma_rs<typename G::RS128>(da[kk], db, dk, std::make_index_sequence<kKvRegs>{});
-                else
-                    dev::gmma_rs<typename G::RS64>(da[kk], db, dk, std::make_index_sequence<kKvRegs>{});
+                    dev::gmma_rs<typename G::RS64>(a[kk], db, acc, std::make_index_sequence<kKvRegs>{});
             }
         };
         // dS^T = P^T (dP^T - D[query]), in dp
@@ -389,8 +379,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         dev::fence_regs(dv);
         dev::fence_regs(dk);
         cute::warpgroup_arrive();
-        issue_dv();
-        issue_dk();
+        issue_rs(pa, do_base, dv);
+        issue_rs(da, q_base, dk);
         cute::warpgroup_commit_batch();
 
         // dS^T into shared memory (buffer i % 2): [query atom][key][128 B], 128-byte swizzle, bf16 / fp16 pairs
