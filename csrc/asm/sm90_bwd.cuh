@@ -8,14 +8,15 @@
 //                        P^T  = exp2(S^T scale_log2 - LSE2),  dS^T = P^T (dP^T - D)   (registers)
 //                        dV  += P^T dO,  dK += dS^T Q         (P^T, dS^T as register A fragments)
 //                        dS^T -> shared memory;  dQ_part = dS K  (the two warpgroups split dQ's rows or columns)
-//                      dQ_part is added to an fp32 accumulator with red.global.add.v4.f32 in fragment order; dK and
-//                      dV stay in registers until the CTA's last block.
+//                      dQ_part is added to an fp32 accumulator in fragment order: by red.global.add.v4.f32 (d128)
+//                      or from shared memory by the copy engine's bulk reduction (d64, kDqBulk); dK and dV stay in
+//                      registers until the CTA's last block.
 // Computing S^T and dP^T (keys as the GEMM's M) puts P^T and dS^T in the accumulator layout that is wgmma's register
 // A layout, so the dV and dK GEMMs take them without a trip through shared memory; only dS goes there, for dQ.
 // Three kernels per call (run_bwd_sm90): sm90_bwd_pre (D = rowsum(dO * O) into the caller's d_ptr, padded LSE2 / D
 // rows, the dQ accumulator zeroed), sm90_bwd_kernel, sm90_bwd_convert (dQ = scale * accumulator).
 // Covers no mask and causal masks (top-left or bottom-right), batch mode, MQA / GQA (dK / dV per query head, as the
-// ck backward), head dims up to 64 or 128; csrc/api/mha_bwd.cpp (asm_bwd_instance) decides which calls come here.
+// ck backward), head dims up to 64 or 128; csrc/api/mha_bwd.cpp (asm_choice / asm_instance) decides which calls come here.
 
 #include "sm90_fwd.cuh"
 #include "../common/bwd_params.h"
@@ -25,12 +26,25 @@ namespace mha::asm90 {
 
 // Tile shape. d64: 128 query rows per block (each warpgroup's dQ GEMM takes 64 of them); d128: 64 rows (each takes
 // 64 of dQ's 128 columns). Shared memory: K + V 2 x kBlockN x D x 2 B, kStages x (Q + dO) blocks, two dS buffers,
-// the statistics, 1 KB of alignment slack: d128 64 + 64 + 32 + 1 + 1 KB = 162 KB, d64 32 + 64 + 64 + 2 + 1 KB =
-// 163 KB.
-template <typename Element_, int kHeadDim_>
+// the statistics, 1 KB of alignment slack, and with kDqBulk one 16 KB dQ staging part per consumer: d128 64 + 64 +
+// 32 + 1 + 1 KB = 162 KB, d64 32 + 64 + 64 + 2 + 1 + 32 KB = 195 KB.
+template <typename Element_, int kHeadDim_, bool kDqBulk_ = (kHeadDim_ <= 64)>
 struct Sm90BwdTraits
 {
     using Element = Element_;
+    // kDsXorStore: dS^T's stores address by one XOR each instead of offsets computed ahead (see the loop). Same-call
+    // A/B, H200 bf16 16k tokens TFLOP/s, s = 1k / 4k / 16k non-causal: d128 304 / 401 / 436 -> 326 / 442 / 488 (causal
+    // 213 / 343 / 428 -> 225 / 377 / 476-481); d64 267 / 341 / 370 -> 255 / 318 / 341, so d64 keeps the offsets
+    // (there the XOR form spills less, 28 B against 64 B, and still runs slower: not understood).
+    // The XOR offsets as plain C++ stores instead of st.shared: d128 0.5-1% slower, d64 1-2% slower.
+    static constexpr bool kDsXorStore = kHeadDim_ > 64;
+    // kDqBulk: each warpgroup's 64 x 64 dQ part goes to shared memory and reaches the accumulator by the copy
+    // engine's bulk reduction (cp.reduce.async.bulk .add.f32, 16 KB per warpgroup and query block) instead of 8
+    // red.global.add.v4.f32 per thread. Same-call A/B, H200 bf16 16k tokens TFLOP/s, red -> bulk, s = 1k / 4k / 16k:
+    // d64 263 / 330 / 353 -> 265 / 341 / 369 (causal 187 / 292 / 351 -> 186 / 300 / 365); d128 (two buffers per
+    // warpgroup) 303 / 401 / 437 -> 295 / 393 / 430 (causal 212 / 343 / 427 -> 203 / 334 / 418), so d128 keeps red
+    // (again with the XOR dS^T store below, as C++ stores: 324 / 438 / 483 -> 317 / 427 / 471).
+    static constexpr bool kDqBulk = kDqBulk_;
     static constexpr int kHeadDim   = kHeadDim_;
     static constexpr int kBlockN    = 128; // keys per CTA: 64 per consumer warpgroup
     static constexpr int kBlockM    = kHeadDim <= 64 ? 128 : 64;
@@ -49,8 +63,12 @@ struct Sm90BwdTraits
     static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
     static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
-    static constexpr int kSmemBytes = 1024 + 2 * kKvBytes + kStages * 2 * kQBytes + 2 * kDsBytes +
-                                      kStages * 2 * kStatBytes + 8 * (1 + 2 * kStages);
+    static constexpr int kSmemBase = 1024 + 2 * kKvBytes + kStages * 2 * kQBytes + 2 * kDsBytes +
+                                     kStages * 2 * kStatBytes + 8 * (1 + 2 * kStages);
+    static constexpr int kDqPartBytes = 64 * 64 * 4;
+    // dQ staging parts per consumer: two where they fit (d128 when kDqBulk is forced), else one (d64)
+    static constexpr int kDqBufs = !kDqBulk ? 0 : kSmemBase + 2 * 2 * kDqPartBytes <= 232448 ? 2 : 1;
+    static constexpr int kSmemBytes = kSmemBase + kConsumers * kDqBufs * kDqPartBytes;
     static_assert(kHeadDim == 64 || kHeadDim == 128, "the wgmma atoms instantiated below");
     static_assert(kDqTile == 2 * 64 * 64, "each consumer adds one 64 x 64 part of dQ");
     static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
@@ -203,7 +221,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     unsigned char* sQ  = sV + Kt::kKvBytes;              // kStages x kAtoms x [kBlockM rows][128 B]
     unsigned char* sDo = sQ + kStages * Kt::kQBytes;
     unsigned char* sDs = sDo + kStages * Kt::kQBytes;    // 2 x (kBlockM / 64) x [kBlockN keys][128 B]
-    float* sLse        = reinterpret_cast<float*>(sDs + 2 * Kt::kDsBytes); // kStages x kBlockM
+    float* sDq         = reinterpret_cast<float*>(sDs + 2 * Kt::kDsBytes); // kConsumers x kDqBufs x 64 x 64
+    float* sLse        = sDq + Kt::kConsumers * Kt::kDqBufs * 4096; // kStages x kBlockM
     float* sD          = sLse + kStages * kBlockM;
     uint64_t* full_kv  = reinterpret_cast<uint64_t*>(sD + kStages * kBlockM);
     uint64_t* full     = full_kv + 1;
@@ -383,7 +402,24 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         issue_rs(da, q_base, dk);
         cute::warpgroup_commit_batch();
 
-        // dS^T into shared memory (buffer i % 2): [query atom][key][128 B], 128-byte swizzle, bf16 / fp16 pairs
+        // dS^T into shared memory (buffer i % 2): [query atom][key][128 B], 128-byte swizzle, bf16 / fp16 pairs;
+        // dS^T[key][8j + 2t, + 1] goes to atom j / 8, row key, 16-byte chunk (j % 8) ^ g.
+        if constexpr (Kt::kDsXorStore)
+        {
+            // The buffer is 1024-byte aligned and the chunk bits of row0's address are g's, so each store's address
+            // is row0's XOR (j % 8) << 4. With the 16 offsets computed ahead instead, the compiler kept them across
+            // the loop: 13 registers at d128, spilled and reloaded every step (52 B of spill; now 8)
+            const uint32_t row0 = ds_base + (i % 2) * Kt::kDsBytes + key0 * 128 + g * 16 + 4 * t;
+#pragma unroll
+            for (int j = 0; j < kBlockM / 8; ++j)
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                {
+                    const uint32_t addr = (row0 ^ ((j % 8) << 4)) + (j / 8) * kBlockN * 128 + r * 8 * 128;
+                    asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(da[j / 2][2 * (j % 2) + r]) : "memory");
+                }
+        }
+        else
         {
             unsigned char* ds = sDs + (i % 2) * Kt::kDsBytes;
 #pragma unroll
@@ -393,13 +429,23 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 {
                     const int key = key0 + 8 * r;
                     const uint32_t off = (j / 8) * kBlockN * 128 + key * 128 + (((j % 8) ^ g) * 16) + 4 * t;
-                    *reinterpret_cast<uint32_t*>(ds + off) = da[j / 2][2 * (j % 2) + r]; // dS^T[key][8j + 2t, + 1]
+                    *reinterpret_cast<uint32_t*>(ds + off) = da[j / 2][2 * (j % 2) + r];
                 }
         }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        // dK += dS^T Q from shared memory after the barrier (dS^T's registers free before dq's are live) measured
+        // slower, H200 bf16 16k tokens TFLOP/s s = 1k / 4k / 16k non-causal: d128 326 / 442 / 482 -> 318 / 427 / 470.
         // Each warpgroup computing dQ from its own 64 keys instead (no barrier between the warpgroups, twice the
         // reductions) measured, H200 bf16 16k tokens TFLOP/s s = 1k / 4k / 16k non-causal: d64 259 / 321 / 342 ->
         // 258 / 328 / 354 (causal 1k 186 -> 179), d128 304 / 401 / 437 -> 263 / 337 / 364.
+        if constexpr (Kt::kDqBulk) // the dQ staging buffer this step fills: its last bulk reduction has read it
+            if (t128 == 0 && i >= Kt::kDqBufs)
+            {
+                if constexpr (Kt::kDqBufs == 2)
+                    asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+                else
+                    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            }
         asm volatile("bar.sync 1, 256;" ::: "memory"); // both warpgroups' dS^T halves are in
         // dQ part cw = dS K over the block's 128 keys: A = dS (dS^T as stored: MN-major, queries are M), B = K
         // (MN-major, head columns are N). d64: this warpgroup's 64 query rows; d128: its 64 head columns.
@@ -430,11 +476,35 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         if (lane == 0) // this warp is done with the stage's Q, dO and statistics
             mbar_arrive(smem_u32(empty + st));
         float* tile = p.dq_acc + (bh * p.m_blocks + m_block) * Kt::kDqTile;
+        if constexpr (Kt::kDqBulk)
+        {
+            float* part = sDq + (cw * Kt::kDqBufs + i % Kt::kDqBufs) * 4096; // the fragment order of dq_part_index
 #pragma unroll
-        for (int c = 0; c < 8; ++c)
-            dev::red_add_v4(tile + dq_part_index(cw, c, t128), dq[4 * c], dq[4 * c + 1], dq[4 * c + 2],
-                            dq[4 * c + 3]);
+            for (int c = 0; c < 8; ++c)
+                *reinterpret_cast<float4*>(part + (c * 128 + t128) * 4) =
+                    make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
+            if (t128 == 0)
+            {
+                asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(
+                                 tile + dq_part_index(cw, 0, 0)),
+                             "r"(smem_u32(part)), "r"(Kt::kDqPartBytes)
+                             : "memory");
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
+        }
+        else
+        {
+#pragma unroll
+            for (int c = 0; c < 8; ++c)
+                dev::red_add_v4(tile + dq_part_index(cw, c, t128), dq[4 * c], dq[4 * c + 1], dq[4 * c + 2],
+                                dq[4 * c + 3]);
+        }
     }
+    if constexpr (Kt::kDqBulk) // the bulk reductions complete before the CTA's shared memory goes away
+        if (t128 == 0)
+            asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 
     // epilogue: dK = scale * dS^T Q sums, dV (bf16 / fp16 pairs), rows past seqlen_k and columns past the head dims
     // not written
