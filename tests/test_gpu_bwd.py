@@ -253,8 +253,9 @@ def run_batch(q, k, v, dout, f, what, preallocated=True, want_dbias=True, determ
 
 
 def asm_bwd_covers(q, k, v, f, deterministic):
-    """Whether the asm backward (csrc/api/mha_bwd.cpp, asm_instance) covers a batch-mode call: an sm_90 GPU, head
-    dims up to 128, no mask or a causal one, no bias / ALiBi / dropout / sink logits, not deterministic."""
+    """Whether the asm backward (csrc/api/mha_bwd.cpp, asm_instance) covers a batch-mode call without seqused_* or a
+    group-mode call: an sm_90 GPU, head dims up to 128, no mask or a causal one, no bias / ALiBi / dropout / sink
+    logits, not deterministic."""
     d = max(q.shape[-1], v.shape[-1])
     causal = f.left < 0 and f.right == 0 and f.mask_type in (1, 2)
     return (torch.cuda.get_device_capability() == (9, 0) and d <= 128 and (f.mask_type == 0 or causal) and
@@ -551,7 +552,7 @@ class Varlen:
             loss = loss + (o * self.do[q0:q0 + lq][None].to(cd)).sum()
         return grads(loss, leaves)
 
-    def run(self, f, what, zero_tensors=False, deterministic=False, **seeding):
+    def run(self, f, what, zero_tensors=False, deterministic=False, use_asm_v3=False, **seeding):
         dv = self.v.shape[-1]
         out = torch.full((self.total_q, self.h, dv), NAN, device=DEV, dtype=self.dtype)
         lse = torch.full((self.h, self.total_q), NAN, device=DEV, dtype=torch.float32)
@@ -574,7 +575,10 @@ class Varlen:
         rng_state = seeds.pop("seed_offset", None)  # the forward's device [seed, offset] is AITER's rng_state
         res = call(aiter_mha.mha_varlen_bwd, self.do, self.q, self.k, self.v, out, lse, self.cu_q, self.cu_k,
                    self.max_q, self.max_k, f.p_drop, f.scale, zero_tensors, is_causal, wl, wr, deterministic, dq, dk,
-                   dvv, f.alibi, rng_state, None, seqused_q=self.used_q, seqused_k=self.used_k, **kw, **seeds)
+                   dvv, f.alibi, rng_state, None, seqused_q=self.used_q, seqused_k=self.used_k, **kw, **seeds,
+                   use_asm_v3=use_asm_v3)
+        if use_asm_v3:
+            check_asm_bwd_ran(self.q, self.k, self.v, f, deterministic)
         assert res[0] is dq and res[1] is dk and res[2] is dvv
         d = torch.from_dlpack(res[3])
         torch.cuda.synchronize()
@@ -620,13 +624,36 @@ VARLEN = {
 
 @pytest.mark.parametrize("name", list(VARLEN))
 @pytest.mark.parametrize("mask_type, left, right", [(0, -1, -1), (1, -1, 0), (2, -1, 0), (2, 30, 8)])
-def test_varlen(name, mask_type, left, right):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_varlen(name, mask_type, left, right, family):
     cfg = dict(VARLEN[name])
     dt = "bf16" if (mask_type + len(name)) % 2 else "fp16"
     d = 64 if mask_type % 2 else 128
     V = Varlen(cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, d, DTYPES[dt], seed_of("varlen", name, mask_type),
                **cfg)
-    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right), f"varlen {name} {dt} mask={mask_type}")
+    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right),
+          f"varlen {name} {dt} mask={mask_type} {family}", use_asm_v3=FAMILIES[family])
+
+
+# Longer sequences on the asm backward in group mode: several 64 / 128-row blocks per sequence, lengths off the block
+# sizes, one sequence much longer than the rest (max_seqlen sizes the grid), causal with more queries than keys.
+VARLEN_ASM = {
+    "long": dict(lens=[(1000, 1000), (37, 600), (513, 129), (1, 1), (300, 2049)], h=4, hk=2, d=128),
+    "d64": dict(lens=[(700, 333), (0, 64), (128, 128), (129, 127)], h=2, hk=1, d=64, pad_q=True, pad_k=True),
+    "d96": dict(lens=[(250, 250), (65, 400)], h=3, hk=3, d=96),
+}
+
+
+@pytest.mark.parametrize("name", list(VARLEN_ASM))
+@pytest.mark.parametrize("mask_type", [0, 1, 2])
+def test_varlen_asm(name, mask_type):
+    cfg = dict(VARLEN_ASM[name])
+    d = cfg.pop("d")
+    dt = "bf16" if mask_type != 1 else "fp16"
+    V = Varlen(cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, d, DTYPES[dt], seed_of("varlen asm", name, mask_type),
+               **cfg)
+    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
+          f"varlen asm {name} {dt} mask={mask_type}", use_asm_v3=True)
 
 
 def test_varlen_zero_tensors_and_dv_differs():

@@ -219,9 +219,10 @@ BwdParams make_params(const aiter::mha_bwd_args& a)
     return p;
 }
 
-// The asm (sm_90a) instance for a use_asm_v3 call that family covers, else null with the reason: batch mode, no
-// mask or a causal one (top-left or bottom-right), no bias / ALiBi / dropout / sink logits, not deterministic, on
-// an sm_90 GPU, head dims up to 128, and the tensor copies' alignment. (contract_refusal has passed.)
+// The asm (sm_90a) instance for a use_asm_v3 call that family covers, else null with the reason: batch mode without
+// cu_seqlen_q / cu_seqlen_k, or group mode (seqstart, with seqlen_* / cu_seqlen_* logical lengths or not), no mask
+// or a causal one (top-left or bottom-right), no bias / ALiBi / dropout / sink logits, not deterministic, on an
+// sm_90 GPU, head dims up to 128, and the tensor copies' alignment. (contract_refusal has passed.)
 const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_not)
 {
     if (!a.use_asm_v3)
@@ -229,9 +230,9 @@ const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_n
         why_not = "use_asm_v3 is not set";
         return nullptr;
     }
-    if (a.is_group_mode || a.cu_seqlen_q_ptr != nullptr || a.cu_seqlen_k_ptr != nullptr)
+    if (!a.is_group_mode && (a.cu_seqlen_q_ptr != nullptr || a.cu_seqlen_k_ptr != nullptr))
     {
-        why_not = "group mode and batch-mode logical lengths (cu_seqlen_q / cu_seqlen_k) are not covered";
+        why_not = "batch-mode logical lengths (cu_seqlen_q / cu_seqlen_k) are not covered";
         return nullptr;
     }
     if (a.bias_type != 0 || has_dropout(a) || a.sink_ptr != nullptr || a.is_deterministic)
@@ -249,23 +250,25 @@ const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_n
         return nullptr;
     // the tensor copies of Q, K, V, dO: positive strides that are multiples of 8 elements (an extent-1 dimension's
     // stride is never used); the 4-byte stores of dQ / dK / dV: 4-byte aligned, even strides. (invalid_argument has
-    // asked for 16-byte aligned q / k / v / do.)
+    // asked for 16-byte aligned q / k / v / do.) Group mode: rows are packed over the sequences, so every row stride
+    // is used, and there is no batch stride.
     const auto stride_ok = asm_stride_ok;
+    const bool g = a.is_group_mode;
+    const int64_t rows_q = g ? 0 : a.seqlen_q, rows_k = g ? 0 : a.seqlen_k, batches = g ? 1 : a.batch;
     const bool copies_ok =
-        stride_ok(a.stride_q, a.seqlen_q, 8) && stride_ok(a.stride_do, a.seqlen_q, 8) &&
-        stride_ok(a.stride_k, a.seqlen_k, 8) && stride_ok(a.stride_v, a.seqlen_k, 8) &&
+        stride_ok(a.stride_q, rows_q, 8) && stride_ok(a.stride_do, rows_q, 8) &&
+        stride_ok(a.stride_k, rows_k, 8) && stride_ok(a.stride_v, rows_k, 8) &&
         stride_ok(a.nhead_stride_q, a.nhead_q, 8) && stride_ok(a.nhead_stride_do, a.nhead_q, 8) &&
         stride_ok(a.nhead_stride_k, a.nhead_k, 8) && stride_ok(a.nhead_stride_v, a.nhead_k, 8) &&
-        stride_ok(a.batch_stride_q, a.batch, 8) && stride_ok(a.batch_stride_do, a.batch, 8) &&
-        stride_ok(a.batch_stride_k, a.batch, 8) && stride_ok(a.batch_stride_v, a.batch, 8);
+        stride_ok(a.batch_stride_q, batches, 8) && stride_ok(a.batch_stride_do, batches, 8) &&
+        stride_ok(a.batch_stride_k, batches, 8) && stride_ok(a.batch_stride_v, batches, 8);
     bool out_ok = true;
     for (auto [ptr, row, head, batch, rows] :
-         {std::tuple{static_cast<const void*>(a.dq_ptr), a.stride_dq, a.nhead_stride_dq, a.batch_stride_dq, a.seqlen_q},
-          std::tuple{static_cast<const void*>(a.dk_ptr), a.stride_dk, a.nhead_stride_dk, a.batch_stride_dk, a.seqlen_k},
-          std::tuple{static_cast<const void*>(a.dv_ptr), a.stride_dv, a.nhead_stride_dv, a.batch_stride_dv,
-                     a.seqlen_k}})
+         {std::tuple{static_cast<const void*>(a.dq_ptr), a.stride_dq, a.nhead_stride_dq, a.batch_stride_dq, rows_q},
+          std::tuple{static_cast<const void*>(a.dk_ptr), a.stride_dk, a.nhead_stride_dk, a.batch_stride_dk, rows_k},
+          std::tuple{static_cast<const void*>(a.dv_ptr), a.stride_dv, a.nhead_stride_dv, a.batch_stride_dv, rows_k}})
         out_ok = out_ok && aligned(ptr, 4) && stride_ok(row, rows, 2) && stride_ok(head, a.nhead_q, 2) &&
-                 stride_ok(batch, a.batch, 2);
+                 stride_ok(batch, batches, 2);
     if (!copies_ok || !out_ok)
     {
         why_not = "q / k / v / do need positive strides that are multiples of 8 elements, dq / dk / dv 4-byte "
@@ -296,9 +299,9 @@ const BwdInstance* asm_choice(const aiter::mha_bwd_args& args)
     if (as == nullptr || !smem_unfit(as->name, as->smem_bytes).empty())
         return nullptr;
     // the workspace (mha_bwd) in 64-bit sizes
-    const size_t q_blocks = size_t(args.batch) * size_t(args.nhead_q) * size_t((args.seqlen_q + as->block_m - 1) /
-                                                                                as->block_m);
-    if (q_blocks > SIZE_MAX / ((size_t(as->block_m) * as->hdim + 2 * size_t(as->block_m)) * sizeof(float)))
+    const int rows = args.is_group_mode ? args.max_seqlen_q : args.seqlen_q;
+    if (rows > 0 && asm_bwd_workspace_bytes(args.batch, args.nhead_q, rows, as->block_m, as->hdim,
+                                            args.is_group_mode) == 0)
         return nullptr;
     return as;
 }
@@ -371,10 +374,10 @@ float mha_bwd(mha_bwd_args args, const ck_tile::stream_config& s)
         if (args.v3_api_check)
             return 1.f;
         BwdParams p = make_params(args);
-        // workspace: per (batch, head, query block) the fp32 dQ accumulator tile (block_m x instance hdim, in
-        // the kernel's fragment order) and the block's padded LSE * log2(e) and D rows (asm90::run_bwd_sm90)
-        const size_t q_blocks = size_t(p.batch) * p.nhead_q * size_t((p.seqlen_q + as->block_m - 1) / as->block_m);
-        const size_t bytes    = q_blocks * (size_t(as->block_m) * as->hdim + 2 * size_t(as->block_m)) * 4;
+        // workspace: per (batch, head, query block) the fp32 dQ accumulator tile and the block's padded LSE and D
+        // rows, in group mode also the sequences' tensor maps (asm_bwd_workspace_bytes, asm90::run_bwd_sm90)
+        const size_t bytes =
+            asm_bwd_workspace_bytes(p.batch, p.nhead_q, p.max_seqlen_q, as->block_m, as->hdim, p.seq.is_group);
         if (bytes > 0)
         {
             p.dq_acc = static_cast<float*>(args.workspace_alloc(bytes, false));

@@ -48,7 +48,8 @@ using BwdLaunchFn = cudaError_t (*)(const BwdParams&, cudaStream_t);
 // Backward instances (libmha_bwd.so): ck, plain (masks only) or full (also bias + dbias, ALiBi, dropout), and the
 // sm_90a asm family (plain). The caller provides the workspace: ck, the fp32 dQ accumulator [batch, nhead_q,
 // max_seqlen_q, hdim] and, deterministic, the turn counters [batch, nhead_q, ceil(max_seqlen_q / block_m)]; asm, the
-// accumulator and the padded LSE / D rows (asm90::bwd_sm90_workspace).
+// accumulator, the padded LSE / D rows and in group mode the sequences' tensor maps
+// (asm_bwd_workspace_bytes, bwd_params.h).
 // Backward instance features (BwdKernelTraits' kFeatures): 0 "plain", kBwdAlibi "alibi", kBwdDropout "dropout",
 // all three "full".
 constexpr int kBwdBias = 1, kBwdAlibi = 2, kBwdDropout = 4;

@@ -15,12 +15,14 @@
 // A layout, so the dV and dK GEMMs take them without a trip through shared memory; only dS goes there, for dQ.
 // Three kernels per call (run_bwd_sm90): sm90_bwd_pre (D = rowsum(dO * O) into the caller's d_ptr, padded LSE2 / D
 // rows, the dQ accumulator zeroed), sm90_bwd_kernel, sm90_bwd_convert (dQ = scale * accumulator).
-// Covers no mask and causal masks (top-left or bottom-right), batch mode, MQA / GQA (dK / dV per query head, as the
-// ck backward), head dims up to 64 or 128; csrc/api/mha_bwd.cpp (asm_choice / asm_instance) decides which calls come here.
+// Covers no mask and causal masks (top-left or bottom-right), batch and group mode (group mode: per-sequence tensor
+// maps, sm90_bwd_pre), MQA / GQA (dK / dV per query head, as the ck backward), head dims up to 64 or 128;
+// csrc/api/mha_bwd.cpp (asm_choice / asm_instance) decides which calls come here.
 
 #include "sm90_fwd.cuh"
 #include "../common/bwd_params.h"
 #include "../common/row_dot.h"
+#include "../ck/seq_info.cuh"
 
 namespace mha::asm90 {
 
@@ -77,7 +79,9 @@ struct Sm90BwdTraits
 // Device arguments of the three kernels.
 struct Sm90BwdParams
 {
+    // batch mode: the maps of the whole tensors; group mode: one sequence's rows, the template of `maps`
     TmaDesc tma_q, tma_k, tma_v, tma_do;
+    TmaDesc* maps;      // group mode: [batch][4] (q, k, v, do) over each sequence's rows, written by sm90_bwd_pre
     float* lse2;        // [batch * nhead][sq_pad]: LSE * log2(e); +inf past seqlen_q and for rows without keys
     float* dpad;        // [batch * nhead][sq_pad]: D, 0 past seqlen_q
     float* dq_acc;      // [batch * nhead][m_blocks][kDqTile], fragment order (dq_part_index)
@@ -85,23 +89,51 @@ struct Sm90BwdParams
     void* dv;
     int64_t dk_row_stride, dk_head_stride, dk_batch_stride;
     int64_t dv_row_stride, dv_head_stride, dv_batch_stride;
-    int32_t seqlen_q, seqlen_k, hdim_q, hdim_v, head_ratio, nhead, batch;
-    int32_t m_blocks, sq_pad;
+    int32_t seqlen_q, seqlen_k; // batch mode; group mode: unused
+    int32_t max_seqlen_q, max_seqlen_k; // the grid's and the accumulator's extents (batch mode: seqlen_q / seqlen_k)
+    int32_t hdim_q, hdim_v, head_ratio, nhead, batch;
+    int32_t m_blocks, sq_pad; // of max_seqlen_q
     float scale, scale_log2;
-    int32_t causal;      // 1: key j visible to row i iff j <= i + diag_offset
-    int32_t diag_offset; // 0 top-left, seqlen_k - seqlen_q bottom-right
+    int32_t causal;       // 1: key j visible to row i iff j <= i + diag (top-left 0, bottom-right seqlen_k - seqlen_q)
+    int32_t bottom_right;
+    SeqParams seq;        // group mode: the sequences' rows (ck::SeqInfo)
 };
 
-// Query blocks [first, end) that see some key of key block n_block.
-template <typename Kt>
-__host__ __device__ __forceinline__ void query_blocks(const Sm90BwdParams& a, int n_block, int& first, int& end)
+// One batch's logical lengths and (group mode) physical first rows, clamped to the maxima that sized the grid and
+// the accumulator, and its causal diagonal.
+struct BwdBatch
 {
-    end   = a.m_blocks;
+    int sq, sk;
+    int64_t q_row0, k_row0;
+    int diag; // key j visible to row i iff j <= i + diag (causal)
+};
+
+__device__ __forceinline__ BwdBatch batch_of(const Sm90BwdParams& a, int b)
+{
+    BwdBatch r;
+    if (a.seq.is_group)
+    {
+        const ck::SeqInfo s(a, b);
+        r.sq = max(0, min(s.seqlen_q, a.max_seqlen_q)), r.sk = max(0, min(s.seqlen_k, a.max_seqlen_k));
+        r.q_row0 = s.q_row0, r.k_row0 = s.k_row0;
+    }
+    else
+        r.sq = a.seqlen_q, r.sk = a.seqlen_k, r.q_row0 = r.k_row0 = 0;
+    r.diag = a.bottom_right ? r.sk - r.sq : 0;
+    return r;
+}
+
+// Query blocks [first, end) of a batch that see some key of key block n_block.
+template <typename Kt>
+__device__ __forceinline__ void query_blocks(const Sm90BwdParams& a, const BwdBatch& bt, int n_block, int& first,
+                                             int& end)
+{
+    end   = (bt.sq + Kt::kBlockM - 1) / Kt::kBlockM;
     first = 0;
     if (a.causal)
     {
-        const int row = max(0, n_block * Kt::kBlockN - a.diag_offset); // the first row that sees the block's first key
-        first = row >= a.seqlen_q ? end : row / Kt::kBlockM;
+        const int row = max(0, n_block * Kt::kBlockN - bt.diag); // the first row that sees the block's first key
+        first = row >= bt.sq ? end : row / Kt::kBlockM;
     }
 }
 
@@ -135,6 +167,22 @@ struct SsMnMn<cutlass::bfloat16_t> { using type = gm::MMA_64x64x16_F32BF16BF16_S
 template <>
 struct SsMnMn<cutlass::half_t> { using type = gm::MMA_64x64x16_F32F16F16_SS<gm::Major::MN, gm::Major::MN>; };
 
+// Group mode: sequence maps made from a template map in global memory (tensormap.replace), released by their writer
+// and acquired by the thread that issues copies with them
+__device__ __forceinline__ void tensormap_set_rows(TmaDesc* map, const void* base, int rows)
+{
+    asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;" ::"l"(map), "l"(base) : "memory");
+    asm volatile("tensormap.replace.tile.global_dim.global.b1024.b32 [%0], 1, %1;" ::"l"(map), "r"(rows) : "memory");
+}
+__device__ __forceinline__ void tensormap_release()
+{
+    asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
+}
+__device__ __forceinline__ void tensormap_acquire(const TmaDesc* map)
+{
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(map) : "memory");
+}
+
 __device__ __forceinline__ void red_add_v4(float* a, float x, float y, float z, float w)
 {
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w)
@@ -152,8 +200,9 @@ __host__ __device__ __forceinline__ int dq_part_index(int cw, int c, int t)
     return cw * 4096 + (c * 128 + t) * 4;
 }
 
-// ---- 1. preprocess: D, the padded LSE2 / D rows, the dQ accumulator zeroed ------------------------------------
-// grid (sq_pad / 16, nhead, batch), 128 threads: 8 threads per row.
+// ---- 1. preprocess: D, the padded LSE2 / D rows, the dQ accumulator zeroed, group mode's sequence maps -----------
+// grid (sq_pad / 16, nhead, batch), 128 threads: 8 threads per row. Only a batch's query blocks that hold rows are
+// touched (group mode sizes the accumulator by max_seqlen_q; the main and convert kernels read no other block).
 template <typename Kt>
 __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdParams p,
                                                     const __grid_constant__ Sm90BwdParams a)
@@ -162,6 +211,30 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
     const int b = blockIdx.z, h = blockIdx.y;
     const int row = blockIdx.x * 16 + threadIdx.x / 8, lane8 = threadIdx.x % 8;
     const int64_t bh = int64_t(b) * a.nhead + h;
+    const BwdBatch bt = batch_of(a, b);
+#if MHA_SM90A
+    if (a.seq.is_group && blockIdx.x == 0 && h == 0 && threadIdx.x < 4)
+    {
+        // sequence b's map i (q, k, v, do): the template's, starting at the sequence's first row, as many rows as it
+        // has (at least 1: a map has no empty dimension; an empty sequence's map is never used)
+        const int i = threadIdx.x;
+        const TmaDesc& t   = i == 0 ? a.tma_q : i == 1 ? a.tma_k : i == 2 ? a.tma_v : a.tma_do;
+        const void* base   = i == 0 ? p.q : i == 1 ? p.k : i == 2 ? p.v : p.dout;
+        const int64_t rs   = i == 0 ? p.q_row_stride : i == 1 ? p.k_row_stride : i == 2 ? p.v_row_stride
+                                                                                    : p.do_row_stride;
+        const bool q_side  = i == 0 || i == 3;
+        TmaDesc* m = a.maps + 4 * b + i;
+#pragma unroll
+        for (int w = 0; w < int(sizeof(TmaDesc) / 16); ++w)
+            reinterpret_cast<uint4*>(m)[w] = reinterpret_cast<const uint4*>(&t)[w];
+        dev::tensormap_set_rows(m, static_cast<const char*>(base) + (q_side ? bt.q_row0 : bt.k_row0) * rs * 2,
+                                max(1, q_side ? bt.sq : bt.sk));
+        dev::tensormap_release();
+    }
+#endif
+    const int rows_used = (bt.sq + Kt::kBlockM - 1) / Kt::kBlockM * Kt::kBlockM;
+    if (blockIdx.x * 16 >= rows_used)
+        return;
     if (blockIdx.x * 16 % Kt::kBlockM == 0)
     {
         float4* tile = reinterpret_cast<float4*>(a.dq_acc + (bh * a.m_blocks + blockIdx.x * 16 / Kt::kBlockM) *
@@ -170,25 +243,27 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
         for (int i = threadIdx.x; i < Kt::kDqTile / 4; i += 128)
             tile[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    const bool group = a.seq.is_group;
     float acc = 0.f;
-    if (row < p.seqlen_q)
+    if (row < bt.sq)
     {
-        const Element* o  = static_cast<const Element*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride +
-                            int64_t(row) * p.o_row_stride;
-        const Element* dout = static_cast<const Element*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
-                              int64_t(row) * p.do_row_stride;
+        const int64_t qrow = bt.q_row0 + row;
+        const Element* o = static_cast<const Element*>(p.o) + (group ? 0 : b * p.o_batch_stride) +
+                           h * p.o_head_stride + qrow * p.o_row_stride;
+        const Element* dout = static_cast<const Element*>(p.dout) + (group ? 0 : b * p.do_batch_stride) +
+                              h * p.do_head_stride + qrow * p.do_row_stride;
         acc = row_dot_share(o, dout, p.hdim_v, lane8);
     }
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);
     acc += __shfl_xor_sync(0xffffffffu, acc, 2);
     acc += __shfl_xor_sync(0xffffffffu, acc, 4);
-    if (lane8 == 0 && row < a.sq_pad)
+    if (lane8 == 0)
     {
         float* lse2 = a.lse2 + bh * a.sq_pad + row;
         float* dpad = a.dpad + bh * a.sq_pad + row;
-        if (row < p.seqlen_q)
+        if (row < bt.sq)
         {
-            const int64_t off = b * p.lse_batch_stride + h * p.lse_head_stride + row;
+            const int64_t off = (group ? 0 : b * p.lse_batch_stride) + h * p.lse_head_stride + bt.q_row0 + row;
             p.dsum[off]       = acc;
             const float lse   = p.lse[off];
             // a row without keys (LSE -inf) has P = 0 everywhere: +inf makes exp2(s - lse2) exactly 0
@@ -230,8 +305,11 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
 
     const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int n0 = n_block * kBlockN;
+    const BwdBatch bt = batch_of(p, b);
+    if (n0 >= bt.sk) // group mode: past this sequence's keys (the grid covers max_seqlen_k)
+        return;
     int m_first, m_end;
-    query_blocks<Kt>(p, n_block, m_first, m_end);
+    query_blocks<Kt>(p, bt, n_block, m_first, m_end);
     const int steps = m_end - m_first;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
@@ -255,11 +333,22 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         if (tid != 0 || steps <= 0)
             return;
         const int hk = h / p.head_ratio;
+        // group mode: the sequence's own maps (batch coordinate 0), written by sm90_bwd_pre
+        const bool group = p.seq.is_group;
+        const TmaDesc* maps = group ? p.maps + 4 * b : nullptr;
+        const TmaDesc& map_q = group ? maps[0] : p.tma_q;
+        const TmaDesc& map_k = group ? maps[1] : p.tma_k;
+        const TmaDesc& map_v = group ? maps[2] : p.tma_v;
+        const TmaDesc& map_do = group ? maps[3] : p.tma_do;
+        const int cb = group ? 0 : b;
+        if (group)
+            for (int i = 0; i < 4; ++i)
+                dev::tensormap_acquire(maps + i);
         mbar_expect_tx(smem_u32(full_kv), 2 * Kt::kKvBytes);
         for (int a = 0; a < kAtoms; ++a)
-            dev::tma_load(sK + a * kBlockN * 128, p.tma_k, 64 * a, n0, hk, b, full_kv);
+            dev::tma_load(sK + a * kBlockN * 128, map_k, 64 * a, n0, hk, cb, full_kv);
         for (int a = 0; a < kAtoms; ++a)
-            dev::tma_load(sV + a * kBlockN * 128, p.tma_v, 64 * a, n0, hk, b, full_kv);
+            dev::tma_load(sV + a * kBlockN * 128, map_v, 64 * a, n0, hk, cb, full_kv);
         for (int i = 0; i < steps; ++i)
         {
             const int s = i % kStages, m0 = (m_first + i) * kBlockM;
@@ -267,9 +356,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 mbar_wait(smem_u32(empty + s), uint32_t(((i / kStages) & 1) ^ 1));
             mbar_expect_tx(smem_u32(full + s), 2 * Kt::kQBytes + 2 * Kt::kStatBytes);
             for (int a = 0; a < kAtoms; ++a)
-                dev::tma_load(sQ + s * Kt::kQBytes + a * kBlockM * 128, p.tma_q, 64 * a, m0, h, b, full + s);
+                dev::tma_load(sQ + s * Kt::kQBytes + a * kBlockM * 128, map_q, 64 * a, m0, h, cb, full + s);
             for (int a = 0; a < kAtoms; ++a)
-                dev::tma_load(sDo + s * Kt::kQBytes + a * kBlockM * 128, p.tma_do, 64 * a, m0, h, b, full + s);
+                dev::tma_load(sDo + s * Kt::kQBytes + a * kBlockM * 128, map_do, 64 * a, m0, h, cb, full + s);
             dev::bulk_load(sLse + s * kBlockM, p.lse2 + bh * p.sq_pad + m0, Kt::kStatBytes, full + s);
             dev::bulk_load(sD + s * kBlockM, p.dpad + bh * p.sq_pad + m0, Kt::kStatBytes, full + s);
         }
@@ -335,8 +424,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         const float* d_s   = sD + st * kBlockM;
         cute::warpgroup_wait<1>();
         dev::fence_regs(s);
-        const bool diag = p.causal && n0 + 64 * cw + 63 > m0 + p.diag_offset;
-        const bool tail = n0 + 64 * cw + 64 > p.seqlen_k;
+        const bool diag = p.causal && n0 + 64 * cw + 63 > m0 + bt.diag;
+        const bool tail = n0 + 64 * cw + 64 > bt.sk;
 #pragma unroll
         for (int j = 0; j < kBlockM / 8; ++j)
         {
@@ -348,7 +437,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 if (diag || tail)
                 {
                     const int key = n0 + key0 + 8 * (e >> 1), row = m0 + 8 * j + 2 * t + (e & 1);
-                    if (key >= p.seqlen_k || (p.causal && key > row + p.diag_offset))
+                    if (key >= bt.sk || (p.causal && key > row + bt.diag))
                         x = 0.f;
                 }
                 s[4 * j + e] = x;
@@ -408,7 +497,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         {
             // The buffer is 1024-byte aligned and the chunk bits of row0's address are g's, so each store's address
             // is row0's XOR (j % 8) << 4. With the 16 offsets computed ahead instead, the compiler kept them across
-            // the loop: 13 registers at d128, spilled and reloaded every step (52 B of spill; now 8)
+            // the loop: 13 registers at d128, spilled and reloaded every step (52 B of spill; none now)
             const uint32_t row0 = ds_base + (i % 2) * Kt::kDsBytes + key0 * 128 + g * 16 + 4 * t;
 #pragma unroll
             for (int j = 0; j < kBlockM / 8; ++j)
@@ -508,13 +597,16 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
 
     // epilogue: dK = scale * dS^T Q sums, dV (bf16 / fp16 pairs), rows past seqlen_k and columns past the head dims
     // not written
-    Element* dk_out = static_cast<Element*>(p.dk) + int64_t(b) * p.dk_batch_stride + int64_t(h) * p.dk_head_stride;
-    Element* dv_out = static_cast<Element*>(p.dv) + int64_t(b) * p.dv_batch_stride + int64_t(h) * p.dv_head_stride;
+    const bool group = p.seq.is_group;
+    Element* dk_out = static_cast<Element*>(p.dk) + (group ? bt.k_row0 * p.dk_row_stride : b * p.dk_batch_stride) +
+                      int64_t(h) * p.dk_head_stride;
+    Element* dv_out = static_cast<Element*>(p.dv) + (group ? bt.k_row0 * p.dv_row_stride : b * p.dv_batch_stride) +
+                      int64_t(h) * p.dv_head_stride;
 #pragma unroll
     for (int r = 0; r < 2; ++r)
     {
         const int key = n0 + key0 + 8 * r;
-        if (key >= p.seqlen_k)
+        if (key >= bt.sk)
             continue;
         Element* krow = dk_out + int64_t(key) * p.dk_row_stride;
         Element* vrow = dv_out + int64_t(key) * p.dv_row_stride;
@@ -542,8 +634,12 @@ __global__ void __launch_bounds__(256) sm90_bwd_convert(const __grid_constant__ 
     const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int cw = threadIdx.x / 128, t128 = threadIdx.x % 128, lane = t128 % 32;
     const int row0 = 16 * (t128 / 32) + lane / 4, col0 = 2 * (lane % 4);
+    const BwdBatch bt = batch_of(a, b);
+    if (m_block * Kt::kBlockM >= bt.sq)
+        return;
     const float* tile = a.dq_acc + ((int64_t(b) * a.nhead + h) * a.m_blocks + m_block) * Kt::kDqTile;
-    Element* dq = static_cast<Element*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride;
+    Element* dq = static_cast<Element*>(p.dq) +
+                  (a.seq.is_group ? bt.q_row0 * p.dq_row_stride : b * p.dq_batch_stride) + h * p.dq_head_stride;
     const int m0 = m_block * Kt::kBlockM;
 #pragma unroll
     for (int c = 0; c < 8; ++c)
@@ -558,7 +654,7 @@ __global__ void __launch_bounds__(256) sm90_bwd_convert(const __grid_constant__ 
             else
                 col += 64 * cw;
             row += m0;
-            if (row < a.seqlen_q && col < a.hdim_q)
+            if (row < bt.sq && col < a.hdim_q)
             {
                 Element* d = dq + int64_t(row) * p.dq_row_stride + col;
                 const float v0 = (r ? x.z : x.x) * a.scale, v1 = (r ? x.w : x.y) * a.scale;
@@ -570,62 +666,73 @@ __global__ void __launch_bounds__(256) sm90_bwd_convert(const __grid_constant__ 
 }
 
 // ---- host ----------------------------------------------------------------------------------------------------------
-// Host: the four tensor maps of a backward call (encode_map_4d, sm90_fwd.cuh).
+// Host: the four tensor maps of a backward call (encode_map_4d, sm90_fwd.cuh). Group mode: templates of one sequence
+// (batch extent 1, max_seqlen rows) that sm90_bwd_pre re-points at each sequence's rows.
 inline bool encode_bwd_maps(Sm90BwdParams& a, const BwdParams& p, int block_m, int block_n)
 {
-    return encode_map_4d(a.tma_q, p.q, p.hdim_q, p.seqlen_q, p.nhead_q, p.batch, block_m, p.q_row_stride,
-                         p.q_head_stride, p.q_batch_stride) &&
-           encode_map_4d(a.tma_do, p.dout, p.hdim_v, p.seqlen_q, p.nhead_q, p.batch, block_m, p.do_row_stride,
-                         p.do_head_stride, p.do_batch_stride) &&
-           encode_map_4d(a.tma_k, p.k, p.hdim_q, p.seqlen_k, p.nhead_k, p.batch, block_n, p.k_row_stride,
-                         p.k_head_stride, p.k_batch_stride) &&
-           encode_map_4d(a.tma_v, p.v, p.hdim_v, p.seqlen_k, p.nhead_k, p.batch, block_n, p.v_row_stride,
-                         p.v_head_stride, p.v_batch_stride);
+    const bool g = p.seq.is_group;
+    const int nb = g ? 1 : p.batch;
+    const int64_t qb = g ? 0 : p.q_batch_stride, kb = g ? 0 : p.k_batch_stride, vb = g ? 0 : p.v_batch_stride,
+                  dob = g ? 0 : p.do_batch_stride;
+    return encode_map_4d(a.tma_q, p.q, p.hdim_q, a.max_seqlen_q, p.nhead_q, nb, block_m, p.q_row_stride,
+                         p.q_head_stride, qb) &&
+           encode_map_4d(a.tma_do, p.dout, p.hdim_v, a.max_seqlen_q, p.nhead_q, nb, block_m, p.do_row_stride,
+                         p.do_head_stride, dob) &&
+           encode_map_4d(a.tma_k, p.k, p.hdim_q, a.max_seqlen_k, p.nhead_k, nb, block_n, p.k_row_stride,
+                         p.k_head_stride, kb) &&
+           encode_map_4d(a.tma_v, p.v, p.hdim_v, a.max_seqlen_k, p.nhead_k, nb, block_n, p.v_row_stride,
+                         p.v_head_stride, vb);
 }
 
-// One call: p.dq_acc is the workspace, per (batch, query head, query block) the accumulator tile (kDqTile floats), then
-// as many padded LSE2 rows and D rows (kBlockM floats each); csrc/api sizes it from the table's block_m and hdim,
-// which the generated instance asserts are these traits'. csrc/api has also checked what the kernels assume:
-// batch mode, no mask or causal, sm_90, the copies' alignment.
+// One call: p.dq_acc is the workspace (asm_bwd_workspace_bytes, bwd_params.h, with the table's block_m and hdim,
+// which the generated instance asserts are these traits'). csrc/api has checked what the kernels assume: batch mode
+// without logical lengths or group mode, no mask or causal, sm_90, the copies' alignment.
 template <typename Kt>
 cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)
 {
     Sm90BwdParams a{};
-    a.m_blocks = (p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM;
+    const bool group = p.seq.is_group;
+    a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k;
+    a.max_seqlen_q = p.max_seqlen_q, a.max_seqlen_k = p.max_seqlen_k; // batch mode: seqlen_q / seqlen_k (make_params)
+    a.seq      = p.seq;
+    a.m_blocks = (a.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM;
     a.sq_pad   = a.m_blocks * Kt::kBlockM;
-    if (p.seqlen_q > 0 && p.seqlen_k > 0 && !encode_bwd_maps(a, p, Kt::kBlockM, Kt::kBlockN))
+    if (a.max_seqlen_q > 0 && a.max_seqlen_k > 0 && !encode_bwd_maps(a, p, Kt::kBlockM, Kt::kBlockN))
         return cudaErrorInvalidValue;
     const size_t tiles = size_t(p.batch) * p.nhead_q * a.m_blocks;
     a.dq_acc = p.dq_acc;
     a.lse2   = p.dq_acc + tiles * Kt::kDqTile;
     a.dpad   = a.lse2 + tiles * Kt::kBlockM;
+    if (group)
+        a.maps = reinterpret_cast<TmaDesc*>((reinterpret_cast<uintptr_t>(a.dpad + tiles * Kt::kBlockM) + 127) /
+                                            128 * 128);
     a.dk = p.dk, a.dv = p.dv;
     a.dk_row_stride = p.dk_row_stride, a.dk_head_stride = p.dk_head_stride, a.dk_batch_stride = p.dk_batch_stride;
     a.dv_row_stride = p.dv_row_stride, a.dv_head_stride = p.dv_head_stride, a.dv_batch_stride = p.dv_batch_stride;
-    a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k, a.hdim_q = p.hdim_q, a.hdim_v = p.hdim_v;
+    a.hdim_q = p.hdim_q, a.hdim_v = p.hdim_v;
     a.head_ratio = p.head_ratio, a.nhead = p.nhead_q, a.batch = p.batch;
     a.scale = p.scale, a.scale_log2 = p.scale * 1.4426950408889634f;
-    a.causal      = p.mask.is_none() ? 0 : 1;
-    a.diag_offset = p.mask.bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+    a.causal       = p.mask.is_none() ? 0 : 1;
+    a.bottom_right = p.mask.bottom_right ? 1 : 0;
 
     cudaError_t err = cudaSuccess;
     auto kernel = &sm90_bwd_kernel<Kt>;
-    if (p.seqlen_k > 0 && (err = set_max_dynamic_smem(kernel, Kt::kSmemBytes)) != cudaSuccess)
+    if (a.max_seqlen_k > 0 && (err = set_max_dynamic_smem(kernel, Kt::kSmemBytes)) != cudaSuccess)
         return err;
-    if (p.seqlen_q > 0)
+    if (a.max_seqlen_q > 0) // group mode: also the sequence maps, before the main kernel reads them
     {
         sm90_bwd_pre<Kt><<<dim3(a.sq_pad / 16, p.nhead_q, p.batch), 128, 0, stream>>>(p, a);
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
-    if (p.seqlen_k > 0) // keys without queries still get dK = dV = 0
+    if (a.max_seqlen_k > 0) // keys without queries still get dK = dV = 0
     {
-        kernel<<<dim3((p.seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN, p.nhead_q, p.batch), Kt::kThreads,
+        kernel<<<dim3((a.max_seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN, p.nhead_q, p.batch), Kt::kThreads,
                  Kt::kSmemBytes, stream>>>(a);
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
-    if (p.seqlen_q > 0)
+    if (a.max_seqlen_q > 0)
     {
         sm90_bwd_convert<Kt><<<dim3(a.m_blocks, p.nhead_q, p.batch), 256, 0, stream>>>(p, a);
         err = cudaGetLastError();

@@ -6,6 +6,9 @@
 
 #include "fwd_params.h"
 
+#include <cstddef>
+#include <cstdint>
+
 namespace mha {
 
 struct BwdParams
@@ -60,5 +63,19 @@ struct BwdParams
     ScoreModParams mod; // softcap stays 0: mha_bwd_args has no soft-cap
     DropoutParams drop; // randval: is_store_randval (bwd_store_randval)
 };
+
+// Workspace bytes of an asm (sm_90a) backward call, which csrc/api asks for and asm90::run_bwd_sm90 lays out: per
+// (batch, query head, query block of max_seqlen_q) the fp32 dQ accumulator tile (block_m x hdim, the kernel's fragment
+// order) and the block's padded LSE * log2(e) and D rows (block_m floats each); group mode then 128 bytes of
+// alignment slack and 4 tensor maps (q, k, v, dO) per sequence. 0 when a product overflows size_t.
+inline size_t asm_bwd_workspace_bytes(int64_t batch, int64_t nhead, int64_t max_seqlen_q, int block_m, int hdim,
+                                      bool group)
+{
+    const size_t tiles = size_t(batch) * size_t(nhead) * size_t((max_seqlen_q + block_m - 1) / block_m);
+    const size_t per   = (size_t(block_m) * size_t(hdim) + 2 * size_t(block_m)) * sizeof(float);
+    if (tiles > 0 && tiles > (SIZE_MAX / 2) / per)
+        return 0;
+    return tiles * per + (group ? 128 + size_t(batch) * 4 * sizeof(TmaDesc) : 0);
+}
 
 } // namespace mha
