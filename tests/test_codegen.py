@@ -118,7 +118,7 @@ def test_list_prints_instances_and_support_table():
     assert "| batch | no_mask, causal t/b |" in asm_row and asm_row.endswith("| n | y | n |"), asm_row
     assert "[x] fmha_bwd_asm_v3_bf16_d128_b64x128_w12_plain" in r.stdout
     asm_row = next(l for l in r.stdout.splitlines() if l.startswith("| bwd | asm_v3 (plain)"))
-    assert "| up to 128; any multiple of 8 below | batch | no_mask, causal t/b |" in asm_row, asm_row
+    assert "| up to 128; any multiple of 8 below | batch, group | no_mask, causal t/b |" in asm_row, asm_row
     assert asm_row.endswith("| n | y | n |"), asm_row
     # the asm family is sm_90a code: a build without that target leaves it out
     r80 = run_compile("--list", "--preset", "ci", "--arch", "sm_80")

@@ -506,7 +506,7 @@ class Varlen:
     """A packed group-mode problem: sequence i has logical lengths lens[i] = (lq, lk) inside physical segments that
     are longer when padded (then seqused_q / seqused_k carry the logical lengths)."""
 
-    def __init__(self, lens, h, hk, d, dv, dtype, seed, pad_q=False, pad_k=False):
+    def __init__(self, lens, h, hk, d, dv, dtype, seed, pad_q=False, pad_k=False, packed_qkv=False, max_slack=0):
         r = random.Random(seed)
         self.lens, self.h, self.hk, self.dtype = lens, h, hk, dtype
         self.phys_q = [lq + (r.randint(1, 9) if pad_q else 0) for lq, _ in lens]
@@ -515,16 +515,22 @@ class Varlen:
         self.start_k = [sum(self.phys_k[:i]) for i in range(len(lens) + 1)]
         self.total_q, self.total_k = self.start_q[-1], self.start_k[-1]
         g = gen(seed)
-        self.q = randn(self.total_q, h, d, dtype=dtype, g=g)
-        self.k = randn(self.total_k, hk, d, dtype=dtype, g=g)
-        self.v = randn(self.total_k, hk, dv, dtype=dtype, g=g)
+        if packed_qkv:  # q, k, v as head slices of one [total, h + 2 hk, d] tensor: row strides (h + 2 hk) d
+            assert self.total_q == self.total_k and d == dv
+            qkv = randn(self.total_q, h + 2 * hk, d, dtype=dtype, g=g)
+            self.q, self.k, self.v = qkv[:, :h], qkv[:, h:h + hk], qkv[:, h + hk:]
+        else:
+            self.q = randn(self.total_q, h, d, dtype=dtype, g=g)
+            self.k = randn(self.total_k, hk, d, dtype=dtype, g=g)
+            self.v = randn(self.total_k, hk, dv, dtype=dtype, g=g)
         self.do = randn(self.total_q, h, dv, dtype=dtype, g=g)
         i32 = dict(dtype=torch.int32, device=DEV)
         self.cu_q, self.cu_k = torch.tensor(self.start_q, **i32), torch.tensor(self.start_k, **i32)
         self.used_q = torch.tensor([lq for lq, _ in lens], **i32) if pad_q else None
         self.used_k = torch.tensor([lk for _, lk in lens], **i32) if pad_k else None
-        self.max_q = max([lq for lq, _ in lens], default=0)
-        self.max_k = max([lk for _, lk in lens], default=0)
+        # max_slack: maxima above the longest sequences (an upper bound is all the API asks for)
+        self.max_q = max([lq for lq, _ in lens], default=0) + max_slack
+        self.max_k = max([lk for _, lk in lens], default=0) + max_slack
 
     def seq_feat(self, f, i, bias, sink):
         """Sequence i's bias slice [1, h | 1, lq | 1, lk] and ALiBi row."""
@@ -636,11 +642,16 @@ def test_varlen(name, mask_type, left, right, family):
 
 
 # Longer sequences on the asm backward in group mode: several 64 / 128-row blocks per sequence, lengths off the block
-# sizes, one sequence much longer than the rest (max_seqlen sizes the grid), causal with more queries than keys.
+# sizes, one sequence much longer than the rest (max_seqlen sizes the grid), causal with more queries than keys;
+# d != d_v, padded segments at d128, maxima above the longest sequences, q / k / v sliced from one packed tensor.
 VARLEN_ASM = {
     "long": dict(lens=[(1000, 1000), (37, 600), (513, 129), (1, 1), (300, 2049)], h=4, hk=2, d=128),
     "d64": dict(lens=[(700, 333), (0, 64), (128, 128), (129, 127)], h=2, hk=1, d=64, pad_q=True, pad_k=True),
     "d96": dict(lens=[(250, 250), (65, 400)], h=3, hk=3, d=96),
+    "dv_differs": dict(lens=[(300, 500), (129, 1), (64, 200)], h=4, hk=4, d=128, dv=64),
+    "padded_slack": dict(lens=[(200, 333), (513, 64), (0, 7)], h=2, hk=2, d=128, pad_q=True, pad_k=True,
+                         max_slack=77),
+    "packed_qkv": dict(lens=[(333, 333), (64, 64), (700, 700)], h=4, hk=2, d=64, packed_qkv=True),
 }
 
 
@@ -649,8 +660,9 @@ VARLEN_ASM = {
 def test_varlen_asm(name, mask_type):
     cfg = dict(VARLEN_ASM[name])
     d = cfg.pop("d")
+    dv = cfg.pop("dv", d)
     dt = "bf16" if mask_type != 1 else "fp16"
-    V = Varlen(cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, d, DTYPES[dt], seed_of("varlen asm", name, mask_type),
+    V = Varlen(cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type),
                **cfg)
     V.run(Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
           f"varlen asm {name} {dt} mask={mask_type}", use_asm_v3=True)

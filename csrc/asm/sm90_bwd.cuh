@@ -213,10 +213,11 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
     const int64_t bh = int64_t(b) * a.nhead + h;
     const BwdBatch bt = batch_of(a, b);
 #if MHA_SM90A
-    if (a.seq.is_group && blockIdx.x == 0 && h == 0 && threadIdx.x < 4)
+    if (a.seq.is_group && a.max_seqlen_k > 0 && blockIdx.x == 0 && h == 0 && threadIdx.x < 4)
     {
         // sequence b's map i (q, k, v, do): the template's, starting at the sequence's first row, as many rows as it
-        // has (at least 1: a map has no empty dimension; an empty sequence's map is never used)
+        // has (at least 1: a map has no empty dimension; an empty sequence's map is never used). Without keys the
+        // templates were not encoded and the main kernel does not run.
         const int i = threadIdx.x;
         const TmaDesc& t   = i == 0 ? a.tma_q : i == 1 ? a.tma_k : i == 2 ? a.tma_v : a.tma_do;
         const void* base   = i == 0 ? p.q : i == 1 ? p.k : i == 2 ? p.v : p.dout;

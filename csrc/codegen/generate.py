@@ -370,7 +370,7 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
         dims = sorted({(i.hdim, i.hdim_v) for i in bwd if i.family == "asm_v3" and i.dtype == dtype})
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
         # use_asm_v3 = true; other calls fall back to ck
-        rows.append(f"| bwd | asm_v3 (plain) | {dtype} | up to {hd}; any multiple of 8 below | batch | no_mask, "
+        rows.append(f"| bwd | asm_v3 (plain) | {dtype} | up to {hd}; any multiple of 8 below | batch, group | no_mask, "
                     f"causal t/b | n | n | - | n | {cols[1]} | n |")
     bwd = [i for i in bwd if i.family == "ck"]
     for dtype, variant in sorted({(i.dtype, i.variant) for i in bwd}):
