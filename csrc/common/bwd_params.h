@@ -71,9 +71,10 @@ struct BwdParams
 inline size_t asm_bwd_workspace_bytes(int64_t batch, int64_t nhead, int64_t max_seqlen_q, int block_m, int hdim,
                                       bool group)
 {
-    const size_t tiles = size_t(batch) * size_t(nhead) * size_t((max_seqlen_q + block_m - 1) / block_m);
-    const size_t per   = (size_t(block_m) * size_t(hdim) + 2 * size_t(block_m)) * sizeof(float);
-    if (tiles > 0 && tiles > (SIZE_MAX / 2) / per)
+    const size_t per = (size_t(block_m) * size_t(hdim) + 2 * size_t(block_m)) * sizeof(float);
+    size_t tiles     = 0; // batch x nhead (each below 2^31) fits; times the query blocks may not
+    if (__builtin_mul_overflow(size_t(batch) * size_t(nhead), size_t((max_seqlen_q + block_m - 1) / block_m), &tiles) ||
+        (tiles > 0 && tiles > (SIZE_MAX / 2) / per))
         return 0;
     return tiles * per + (group ? 128 + size_t(batch) * 4 * sizeof(TmaDesc) : 0);
 }
