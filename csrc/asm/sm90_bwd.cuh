@@ -396,27 +396,22 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         float s[kSRegs], dp[kSRegs];
         dev::fence_regs(s);
         dev::fence_regs(dp);
+        // acc (64 keys x kBlockM) = A (a_base: K or V) * B^T (b_base: Q or dO), one commit group
+        auto issue_ss = [&](uint32_t a_base, uint32_t b_base, float (&acc)[kSRegs]) {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+            {
+                const uint32_t off_a = (kk / 4) * kBlockN * 128 + 64 * cw * 128 + (kk % 4) * 32;
+                const uint32_t off_b = (kk / 4) * kBlockM * 128 + (kk % 4) * 32;
+                dev::gmma_ss<typename dev::SsKK<Element, kBlockM>::type>(dev::desc_sw128(a_base + off_a, 16, 1024),
+                                                                         dev::desc_sw128(b_base + off_b, 16, 1024), acc,
+                                                                         kk > 0, std::make_index_sequence<kSRegs>{});
+            }
+            cute::warpgroup_commit_batch();
+        };
         cute::warpgroup_arrive();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-        {
-            const uint32_t off_a = (kk / 4) * kBlockN * 128 + 64 * cw * 128 + (kk % 4) * 32;
-            const uint32_t off_b = (kk / 4) * kBlockM * 128 + (kk % 4) * 32;
-            dev::gmma_ss<typename dev::SsKK<Element, kBlockM>::type>(dev::desc_sw128(k_base + off_a, 16, 1024),
-                                                                     dev::desc_sw128(q_base + off_b, 16, 1024), s,
-                                                                     kk > 0, std::make_index_sequence<kSRegs>{});
-        }
-        cute::warpgroup_commit_batch();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-        {
-            const uint32_t off_a = (kk / 4) * kBlockN * 128 + 64 * cw * 128 + (kk % 4) * 32;
-            const uint32_t off_b = (kk / 4) * kBlockM * 128 + (kk % 4) * 32;
-            dev::gmma_ss<typename dev::SsKK<Element, kBlockM>::type>(dev::desc_sw128(v_base + off_a, 16, 1024),
-                                                                     dev::desc_sw128(do_base + off_b, 16, 1024), dp,
-                                                                     kk > 0, std::make_index_sequence<kSRegs>{});
-        }
-        cute::warpgroup_commit_batch();
+        issue_ss(k_base, q_base, s);
+        issue_ss(v_base, do_base, dp);
 
         // P^T = exp2(S^T scale_log2 - LSE2[query]); 0 for keys past seqlen_k (their zero-filled rows would give
         // exp2(-LSE2), which overflows for very negative LSEs) and, causal, right of the diagonal. Query rows past
