@@ -115,7 +115,7 @@ def test_list_prints_instances_and_support_table():
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "[x] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r.stdout
     asm_row = next(l for l in r.stdout.splitlines() if l.startswith("| fwd | asm_v3 (plain)"))
-    assert "| batch | no_mask, causal t/b |" in asm_row and asm_row.endswith("| n | y | n |"), asm_row
+    assert "| batch, group | no_mask, causal t/b |" in asm_row and asm_row.endswith("| n | y | n |"), asm_row
     assert "[x] fmha_bwd_asm_v3_bf16_d128_b64x128_w12_plain" in r.stdout
     asm_row = next(l for l in r.stdout.splitlines() if l.startswith("| bwd | asm_v3 (plain)"))
     assert "| up to 128; any multiple of 8 below | batch, group | no_mask, causal t/b |" in asm_row, asm_row

@@ -224,11 +224,34 @@ def run_batch(q, k, v, f, what, **extra):
 
 # ------------------------------------------------------------------------------------------------ group mode
 
+PACKED_MAX_ROWS = 256 # csrc/api/mha_fwd.cpp, kPackedFwdMaxRows
+
+
+def check_asm_fwd_ran(d, dv, h, hk, max_q, f):
+    """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
+    on an sm_90 GPU, a use_asm_v3 group-mode call the asm forward covers (head dims up to 256, no mask or causal of
+    either corner, no bias / ALiBi / soft-cap / sinks / dropout, not a GQA call of at most 256 packed rows per KV head)
+    must have run on its smallest instance that covers the head dims, not fallen back to ck."""
+    pack = h // hk if h > hk else 1
+    dd = max(d, dv)
+    causal = f.mask_type in (1, 2) and f.left < 0 and f.right == 0
+    covered = (torch.cuda.get_device_capability() == (9, 0) and dd <= 256 and (f.mask_type == 0 or causal) and
+               f.bias is None and f.alibi is None and f.softcap == 0 and f.sink is None and f.sink_size == 0 and
+               f.p_drop == 0 and not (pack > 1 and max_q * pack <= PACKED_MAX_ROWS))
+    if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
+        name = aiter_mha.last_kernel_name()
+        want = f"_asm_v3_{'bf16' if '_bf16_' in name else 'fp16'}_d{64 if dd <= 64 else 128 if dd <= 128 else 256}_"
+        assert want in name, f"use_asm_v3 group-mode call ran {name}, not the smallest asm instance ({want})"
+
+
 class Varlen:
     """A packed group-mode problem: sequence i has logical lengths lens[i] = (lq, lk) inside physical segments that
-    are longer when padded (then seqused_q / seqused_k carry the logical lengths)."""
+    are longer when padded (then seqused_q / seqused_k carry the logical lengths). nan_pad: the padding rows of q, k
+    and v hold NaN, which must never reach an output row; max_slack: max_seqlen_q that much above the longest
+    sequence."""
 
-    def __init__(self, lens, h, hk, d, dv, dtype, seed, pad_q=False, pad_k=False, packed=False):
+    def __init__(self, lens, h, hk, d, dv, dtype, seed, pad_q=False, pad_k=False, packed=False, nan_pad=False,
+                 max_slack=0):
         r = random.Random(seed)
         self.lens, self.h, self.dtype = lens, h, dtype
         self.phys_q = [lq + (r.randint(1, 9) if pad_q else 0) for lq, _ in lens]
@@ -249,17 +272,24 @@ class Varlen:
         self.cu_q, self.cu_k = torch.tensor(self.start_q, **i32), torch.tensor(self.start_k, **i32)
         self.used_q = torch.tensor([lq for lq, _ in lens], **i32) if pad_q else None
         self.used_k = torch.tensor([lk for _, lk in lens], **i32) if pad_k else None
-        self.max_q = max([lq for lq, _ in lens], default=0)
+        self.max_q = max([lq for lq, _ in lens], default=0) + max_slack
         self.max_k = max([lk for _, lk in lens], default=0)
+        if nan_pad:
+            for i, (lq, lk) in enumerate(lens):
+                self.q[self.start_q[i] + lq:self.start_q[i + 1]] = NAN
+                self.k[self.start_k[i] + lk:self.start_k[i + 1]] = NAN
+                self.v[self.start_k[i] + lk:self.start_k[i + 1]] = NAN
 
-    def run(self, f, what, min_seqlen_q=0, **extra):
+    def run(self, f, what, min_seqlen_q=0, use_asm_v3=False, **extra):
         dv = self.v.shape[-1]
         out = torch.full((self.total_q, self.h, dv), NAN, device=DEV, dtype=self.dtype)
         lse = torch.full((self.h, self.total_q), NAN, device=DEV, dtype=torch.float32)
         want_rv = f.p_drop > 0
         res = call(aiter_mha.mha_varlen_fwd, self.q, self.k, self.v, self.cu_q, self.cu_k, self.max_q,
                    seqused_q=self.used_q, seqused_k=self.used_k, min_seqlen_q=min_seqlen_q, out=out, lse=lse,
-                   return_randval=want_rv, **f.kwargs(), **extra)
+                   return_randval=want_rv, use_asm_v3=use_asm_v3, **f.kwargs(), **extra)
+        if use_asm_v3:
+            check_asm_fwd_ran(self.q.shape[-1], dv, self.h, self.k.shape[1], self.max_q, f)
         assert res[0] is out and res[1] is lse
         rv = torch.from_dlpack(res[2]) if want_rv else None
         torch.cuda.synchronize()
@@ -518,13 +548,61 @@ VARLEN_MASKS = [(0, -1, -1), (1, -1, 0), (2, -1, 0), (2, 30, 0), (3, 16, 16)]
 
 @pytest.mark.parametrize("name", list(VARLEN))
 @pytest.mark.parametrize("mask_type, left, right", VARLEN_MASKS)
-def test_varlen(name, mask_type, left, right):
+@pytest.mark.parametrize("family", ["ck", "asm"])
+def test_varlen(name, mask_type, left, right, family):
     cfg = dict(VARLEN[name])
     dt = "bf16" if (mask_type + len(name)) % 2 else "fp16"
     d = 64 if mask_type % 2 else 128
     V = Varlen(cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, d, DTYPES[dt], seed_of("varlen", name, mask_type),
                **cfg)
-    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right), f"varlen {name} {dt} mask={mask_type}")
+    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right),
+          f"varlen {name} {dt} mask={mask_type} {family}", use_asm_v3=family == "asm")
+
+
+# Longer sequences for the asm forward's group mode (both families run them): several 128-row query blocks and
+# 128 / 176 / 80-key blocks per sequence, lengths on, just before and just after the block sizes (a last block copied
+# from further back, a sequence shorter than a block copied by cp.async), one sequence much longer than the rest,
+# causal with more queries than keys (rows that see no key), max_seqlen_q above the longest sequence, NaN in every
+# padding row of q / k / v (no copy may reach past a sequence), d != d_v, the padded head dims of the d256 instance,
+# q / k / v as views of one packed tensor, and the wide (176-key) causal kernel (max_seqlen_q of 2048 or more).
+VARLEN_ASM = {
+    "long": dict(lens=[(1000, 1000), (37, 600), (513, 129), (1, 1), (300, 2049)], h=4, hk=2, d=128),
+    "blocks": dict(lens=[(128, 176), (127, 175), (129, 177), (256, 352), (255, 81)], h=2, hk=2, d=128,
+                   pad_q=True, pad_k=True, nan_pad=True),
+    "d64_nan": dict(lens=[(700, 333), (0, 64), (128, 128), (129, 127), (90, 0)], h=2, hk=1, d=64, pad_q=True,
+                    pad_k=True, nan_pad=True),
+    "d256": dict(lens=[(333, 400), (80, 79), (161, 81)], h=2, hk=2, d=256, pad_k=True, nan_pad=True),
+    "d192_128": dict(lens=[(300, 500), (129, 1), (64, 200)], h=4, hk=4, d=192, dv=128, pad_q=True, nan_pad=True),
+    "d96": dict(lens=[(250, 250), (65, 400)], h=3, hk=3, d=96),
+    "slack": dict(lens=[(200, 333), (513, 64), (0, 7)], h=2, hk=2, d=128, pad_q=True, pad_k=True, nan_pad=True,
+                  max_slack=77),
+    "packed": dict(lens=[(333, 333), (64, 64), (700, 700)], h=4, hk=4, d=64, packed=True),
+    "wide_causal": dict(lens=[(2100, 2100), (150, 3000), (2048, 1000)], h=2, hk=1, d=128, pad_k=True,
+                        nan_pad=True),
+}
+
+
+@pytest.mark.parametrize("name", list(VARLEN_ASM))
+@pytest.mark.parametrize("mask_type", [0, 1, 2])
+@pytest.mark.parametrize("family", ["ck", "asm"])
+def test_varlen_asm(name, mask_type, family):
+    cfg = dict(VARLEN_ASM[name])
+    d = cfg.pop("d")
+    dv = cfg.pop("dv", d)
+    dt = "bf16" if mask_type != 1 else "fp16"
+    V = Varlen(cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type),
+               **cfg)
+    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
+          f"varlen asm {name} {dt} mask={mask_type} {family}", use_asm_v3=family == "asm")
+
+
+@pytest.mark.parametrize("family", ["ck", "asm"])
+def test_varlen_min_seqlen_q_families(family):
+    """min_seqlen_q skips the sequences of at most that many queries (their rows stay NaN), on both families."""
+    V = Varlen([(300, 300), (40, 500), (90, 90), (7, 3)], 2, 2, 128, 128, torch.bfloat16, seed_of("minq asm"),
+               pad_q=True, pad_k=True, nan_pad=True)
+    V.run(Feat(scale=128 ** -0.5, mask_type=2, right=0), f"varlen min_seqlen_q {family}", min_seqlen_q=40,
+          use_asm_v3=family == "asm")
 
 
 def test_varlen_head_dims_differ():
@@ -653,9 +731,9 @@ def test_return_order():
     q, k, v = make_qkv(2, 64, 80, 4, 2, 64, 64, torch.float16, seed_of("order"))
     out = call(aiter_mha.mha_fwd, q, k, v)
     assert isinstance(out, aiter_mha.DeviceBuffer) and out.shape == (2, 64, 4, 64)
-    o, l = aiter_mha.mha_fwd(q, k, v, return_lse=True)
+    o, l = call(aiter_mha.mha_fwd, q, k, v, return_lse=True)
     assert l.shape == (2, 4, 64) and l.dtype == "float32"
-    o, rv = aiter_mha.mha_fwd(q, k, v, dropout_p=0.3, return_randval=True)
+    o, rv = call(aiter_mha.mha_fwd, q, k, v, dropout_p=0.3, return_randval=True) # a "full" instance
     assert rv.shape == (2, 4, 64, 80) and rv.dtype == "uint8"
     o, l, rv = aiter_mha.mha_fwd(q, k, v, dropout_p=0.3, return_lse=True, return_randval=True)
     assert (o.shape, l.shape, rv.shape) == ((2, 64, 4, 64), (2, 4, 64), (2, 4, 64, 80))

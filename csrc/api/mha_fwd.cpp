@@ -236,7 +236,8 @@ const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v
 }
 
 // The asm instance that would run this call, or nullptr with the reason in `why_not`. The asm family covers
-// no mask, bottom-right causal, and top-left causal when seqlen_q == seqlen_k (the same mask), on sm_90 only.
+// no mask, bottom-right causal, and top-left causal when seqlen_q == seqlen_k (the same mask; group mode: top-left
+// causal too, each sequence's diagonal from its own lengths), in batch and group mode, on sm_90 only.
 const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::string& why_not)
 {
     if (!a.use_asm_v3)
@@ -244,7 +245,8 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
         why_not = "use_asm_v3 is not set";
         return nullptr;
     }
-    const bool causal = (a.mask_type == 2 || (a.mask_type == 1 && a.seqlen_q == a.seqlen_k)) &&
+    const bool g      = a.is_group_mode;
+    const bool causal = (a.mask_type == 2 || (a.mask_type == 1 && (g || a.seqlen_q == a.seqlen_k))) &&
                         a.window_size_left == -1 && a.window_size_right == 0;
     if (a.mask_type != 0 && !causal)
     {
@@ -253,21 +255,17 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
     }
     if (!(why_not = sm90a_unavailable(kBuildInfo)).empty())
         return nullptr;
-    if (needs_full(a) || a.is_group_mode)
+    if (needs_full(a))
     {
-        why_not = "bias, dropout, soft-cap, sinks and group mode are not covered";
-        return nullptr;
-    }
-    if (a.cu_seqlen_q_ptr != nullptr || a.cu_seqlen_k_ptr != nullptr)
-    {
-        why_not = "batch-mode logical lengths (cu_seqlen_q / cu_seqlen_k) are not covered";
+        why_not = "bias, dropout, soft-cap and sinks are not covered";
         return nullptr;
     }
     // GQA decode and short chunks: the packed tile below reads K / V once per KV head; the asm tile would read them
     // once per query head, in 128-row tiles of mostly absent rows
     {
-        const int pack = pack_ratio(a.nhead_q, a.nhead_k, a.bias_type, a.seqlen_q);
-        if (pack > 1 && int64_t(a.seqlen_q) * pack <= kPackedFwdMaxRows)
+        const int max_q = g ? a.max_seqlen_q : a.seqlen_q;
+        const int pack  = pack_ratio(a.nhead_q, a.nhead_k, a.bias_type, max_q);
+        if (pack > 1 && int64_t(max_q) * pack <= kPackedFwdMaxRows)
         {
             why_not = "GQA calls of at most " + str(kPackedFwdMaxRows) + " packed rows per KV head run on ck's packed "
                       "tile, which reads K / V once per KV head";
@@ -275,19 +273,21 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
         }
     }
     // the tensor copies: 16-byte aligned bases and positive strides that are multiples of 16 bytes (an extent-1
-    // dimension's stride is never used: broadcast K / V with stride 0 go to ck); the epilogue's 4-byte stores of O.
-    // invalid_argument already asks most of this of every call; the copy engine needs all of it.
+    // dimension's stride is never used: broadcast K / V with stride 0 go to ck; group mode has no batch stride and
+    // rows of every sequence); the epilogue's 4-byte stores of O. invalid_argument already asks most of this of every
+    // call; the copy engine needs all of it.
     auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
     const auto stride_ok = asm_stride_ok;
+    const int rows_q = g ? 2 : a.seqlen_q, rows_k = g ? 2 : a.seqlen_k, batches = g ? 1 : a.batch;
     const bool copies_ok =
-        aligned16(a.q_ptr) && aligned16(a.k_ptr) && aligned16(a.v_ptr) && stride_ok(a.stride_q, a.seqlen_q, 8) &&
-        stride_ok(a.stride_k, a.seqlen_k, 8) && stride_ok(a.stride_v, a.seqlen_k, 8) &&
+        aligned16(a.q_ptr) && aligned16(a.k_ptr) && aligned16(a.v_ptr) && stride_ok(a.stride_q, rows_q, 8) &&
+        stride_ok(a.stride_k, rows_k, 8) && stride_ok(a.stride_v, rows_k, 8) &&
         stride_ok(a.nhead_stride_q, a.nhead_q, 8) &&
         stride_ok(a.nhead_stride_k, a.nhead_k, 8) && stride_ok(a.nhead_stride_v, a.nhead_k, 8) &&
-        stride_ok(a.batch_stride_q, a.batch, 8) && stride_ok(a.batch_stride_k, a.batch, 8) &&
-        stride_ok(a.batch_stride_v, a.batch, 8);
-    const bool out_ok = reinterpret_cast<uintptr_t>(a.o_ptr) % 4 == 0 && stride_ok(a.stride_o, a.seqlen_q, 2) &&
-                        stride_ok(a.nhead_stride_o, a.nhead_q, 2) && stride_ok(a.batch_stride_o, a.batch, 2);
+        stride_ok(a.batch_stride_q, batches, 8) && stride_ok(a.batch_stride_k, batches, 8) &&
+        stride_ok(a.batch_stride_v, batches, 8);
+    const bool out_ok = reinterpret_cast<uintptr_t>(a.o_ptr) % 4 == 0 && stride_ok(a.stride_o, rows_q, 2) &&
+                        stride_ok(a.nhead_stride_o, a.nhead_q, 2) && stride_ok(a.batch_stride_o, batches, 2);
     if (!copies_ok || !out_ok)
     {
         why_not = "q / k / v need 16-byte aligned pointers and positive strides that are multiples of 8 elements, o "

@@ -7,13 +7,21 @@
 //                      in registers, O += P V by wgmma with P from registers
 // A consumer issues block i's S GEMM and block i-1's PV GEMM back to back and runs block i's softmax while the PV
 // GEMM is in flight (FlashAttention-3's intra-warpgroup overlap); the two consumers take turns issuing (ping-pong).
-// Covers no mask and causal masks (top-left or bottom-right), batch mode, MQA / GQA, LSE; csrc/api/mha_fwd.cpp
-// (asm_instance) decides which calls come here.
+// Covers no mask and causal masks (top-left or bottom-right), batch and group (varlen) mode, MQA / GQA, LSE;
+// csrc/api/mha_fwd.cpp (asm_instance) decides which calls come here.
+// Group mode and batch-mode logical lengths (kVarlen kernels; the plain batch-mode kernel is kVarlen = false): the
+// tensor maps span the whole tensors, so no box may reach past a sequence (into the next one's rows, padding that
+// may hold NaN, or past the tensor's end, whose size the host does not know in group mode). A block that would is
+// copied from further back instead, its box ending at the sequence's last row: the last query block of a sequence
+// of at least 128 rows (rows already computed by the previous block are not stored again) and the last key block of
+// one of at least kBlockN keys (keys the previous block had are masked). A sequence shorter than one block is
+// copied with cp.async by a second producer warp, the rows past it zero-filled.
 
 #include "../common/driver_api.h"
 #include "../common/func_attr.h"
 #include "../common/fwd_params.h"
 #include "../common/mbarrier.h"
+#include "../ck/seq_info.cuh"
 
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cute/arch/mma_sm90_gmma_ext.hpp>
@@ -56,26 +64,67 @@ struct Sm90FwdTraits
     static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
     static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
-    // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers
-    static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + 8 * (2 + 3 * kStages);
+    // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers (kVarlen: two more and a
+    // 16-byte request of the cp.async warp)
+    static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + 8 * (4 + 3 * kStages) + 16;
     static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "the PV GEMM atoms instantiated below");
     static_assert(kBlockN == 80 || kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
     static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
 };
 
-// Device arguments: FwdParams' fields this kernel reads, plus the three tensor maps (4-d: column, row, head, batch).
+// Device arguments: FwdParams' fields this kernel reads, plus the three tensor maps (4-d: column, row, head, batch;
+// group mode: the whole packed tensor as batch 0).
 struct Sm90FwdParams
 {
     TmaDesc tma_q, tma_k, tma_v;
+    // the cp.async copies of sequences shorter than a block (kVarlen)
+    const void* q;
+    const void* k;
+    const void* v;
+    int64_t q_row_stride, q_head_stride, q_batch_stride;
+    int64_t k_row_stride, k_head_stride, k_batch_stride;
+    int64_t v_row_stride, v_head_stride, v_batch_stride;
     void* o;
     float* lse;
     int64_t o_row_stride, o_head_stride, o_batch_stride;
     int64_t lse_head_stride, lse_batch_stride;
-    int32_t seqlen_q, seqlen_k, hdim_v, head_ratio, nhead, batch;
+    int32_t seqlen_q, seqlen_k; // batch mode (padded) lengths
+    int32_t max_seqlen_q;       // the grid's rows per (batch, head): seqlen_q in batch mode
+    int32_t hdim_q, hdim_v, head_ratio, nhead, batch;
     float scale, scale_log2;
-    int32_t causal;      // 1: key j visible to row i iff j <= i + diag_offset
-    int32_t diag_offset; // 0 top-left, seqlen_k - seqlen_q bottom-right
+    int32_t causal;       // 1: key j visible to row i iff j <= i + diag, diag = 0 top-left, seqlen_k - seqlen_q
+    int32_t bottom_right; //    bottom-right (per sequence)
+    SeqParams seq; // group mode and logical lengths (ck::SeqInfo; the kVarlen kernel)
 };
+
+// One sequence's rows (batch b): lengths, physical first rows, causal diagonal. A group-mode sequence longer than
+// max_seqlen_q gets its first max_seqlen_q rows (the grid's); min_seqlen_q skips a sequence (no row written).
+struct TileSeq
+{
+    int sq, sk, diag;
+    int64_t q_row0, k_row0;
+};
+
+template <bool kVarlen>
+__device__ __forceinline__ TileSeq tile_seq(const Sm90FwdParams& p, int b)
+{
+    TileSeq r;
+    if constexpr (!kVarlen)
+    {
+        r.sq = p.seqlen_q, r.sk = p.seqlen_k, r.q_row0 = r.k_row0 = 0;
+        r.diag = p.bottom_right ? r.sk - r.sq : 0;
+    }
+    else
+    {
+        const ck::SeqInfo s(p, b);
+        r.sk = s.seqlen_k, r.q_row0 = s.q_row0, r.k_row0 = s.k_row0;
+        r.diag = p.bottom_right ? r.sk - s.seqlen_q : 0; // the sequence's own diagonal, as ck's
+        r.sq   = s.seqlen_q;
+        if (p.seq.is_group)
+            r.sq = p.seq.min_seqlen_q > 0 && s.seqlen_q <= p.seq.min_seqlen_q ? 0 : min(s.seqlen_q, p.max_seqlen_q);
+    }
+    return r;
+}
 
 #if MHA_SM90A
 namespace dev {
@@ -189,6 +238,38 @@ __device__ __forceinline__ void gmma_rs(const uint32_t (&a)[4], uint64_t db, flo
     Atom::fma(a[0], a[1], a[2], a[3], db, d[I]..., cute::SM90::GMMA::ScaleOut::One);
 }
 
+// Rows [0, rows) and columns [0, cols) of a kRows-row block from global memory (row 0 at `src`, `row_stride`
+// elements apart) into the image a tensor copy of the block's kAtoms 64-column boxes makes: box a at a * kRows * 128
+// bytes, row r's 16-byte chunk c at r * 128 + ((c ^ r % 8) << 4) (the 128-byte swizzle: `dst` is 1024-byte aligned
+// and so is every box, kRows being a multiple of 8). Other rows and columns are zero-filled (source size 0; the
+// source address stays in row 0). One warp, each lane a 16-byte cp.async per step, neighbouring lanes along a row.
+template <int kRows, int kAtoms>
+__device__ __forceinline__ void copy_block_async(unsigned char* dst, const uint16_t* src, int64_t row_stride, int rows,
+                                                 int cols, int lane)
+{
+    constexpr int kChunks = 8 * kAtoms; // 16-byte chunks per row
+    const uint32_t base   = smem_u32(dst);
+#pragma unroll 1
+    for (int i = lane; i < kRows * kChunks; i += 32)
+    {
+        const int r = i / kChunks, c = i % kChunks;
+        const bool ok        = r < rows && 8 * c < cols;
+        const uint16_t* from = ok ? src + r * row_stride + 8 * c : src;
+        const uint32_t to    = base + (c / 8) * (kRows * 128) + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(ok ? 16 : 0)
+                     : "memory");
+    }
+}
+
+// The warp's cp.async copies have landed and are visible to the wgmma reads (async proxy); then lane 0 may arrive
+// on the barriers that wait for them (expecting no transaction bytes).
+__device__ __forceinline__ void copies_landed()
+{
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+}
+
 } // namespace dev
 #endif // MHA_SM90A
 
@@ -238,18 +319,18 @@ struct TileSchedule
 
 // Key blocks [0, n_blocks) the tile's rows see.
 template <typename Kt>
-__device__ __forceinline__ int tile_blocks(const Sm90FwdParams& p, int m0)
+__device__ __forceinline__ int tile_blocks(const Sm90FwdParams& p, const TileSeq& ts, int m0)
 {
-    int n_cols = p.seqlen_k;
+    int n_cols = ts.sk;
     if (p.causal) // the tile's last row sees keys up to its diagonal
-        n_cols = min(n_cols, min(m0 + Kt::kBlockM, p.seqlen_q) + p.diag_offset);
+        n_cols = min(n_cols, min(m0 + Kt::kBlockM, ts.sq) + ts.diag);
     return n_cols > 0 ? (n_cols + Kt::kBlockN - 1) / Kt::kBlockN : 0;
 }
 
 // The consumers' per-thread share of a 64-row warpgroup tile (wgmma's accumulator layout): warp w of the warpgroup
 // holds rows 16w .. 16w + 15; lane l holds rows 16w + l / 4 and 16w + l / 4 + 8, and in each 8-column chunk j the
 // columns 8j + 2 (l % 4) and + 1, as acc[4j + {0, 1}] (first row) and acc[4j + {2, 3}] (second row).
-template <typename Kt>
+template <typename Kt, bool kVarlen>
 __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_constant__ Sm90FwdParams p)
 {
 #if MHA_SM90A
@@ -268,8 +349,11 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     uint64_t* full_k   = empty_q + 1;
     uint64_t* full_v   = full_k + kStages;
     uint64_t* empty_kv = full_v + kStages;
+    uint64_t* req_full  = empty_kv + kStages; // kVarlen: warp 0 -> warp 1 copy requests, one at a time
+    uint64_t* req_empty = req_full + 1;
+    int* req            = reinterpret_cast<int*>(req_empty + 1); // kind, stage, head, batch
 
-    const TileSchedule sched(p.seqlen_q, kBlockM, p.nhead, p.batch, p.causal != 0);
+    const TileSchedule sched(p.max_seqlen_q, kBlockM, p.nhead, p.batch, p.causal != 0);
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     if (tid == 0)
@@ -282,6 +366,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             mbar_init(smem_u32(full_v + s), 1);
             mbar_init(smem_u32(empty_kv + s), Kt::kConsumers * 4);
         }
+        mbar_init(smem_u32(req_full), 1);
+        mbar_init(smem_u32(req_empty), 1);
         mbar_init_fence();
     }
     __syncthreads();
@@ -290,43 +376,115 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     // blocks (`fill`, over all of the CTA's tiles: ring stage fill % kStages, its use number fill / kStages).
     if (wg == 0)
     {
-        // producer
+        // producers. Warp 0's lane 0 waits for free buffers in order and issues the tensor copies. kVarlen: a
+        // sequence shorter than one block is copied by warp 1 (cp.async, zero fill) on warp 0's request, posted
+        // once the buffer is free; a request holds (kind, ring stage, head, batch), one is pending at a time.
         dev::regs_dec<Kt::kProducerRegs>();
-        if (tid != 0)
-            return;
-        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_q)) : "memory");
-        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_k)) : "memory");
-        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_v)) : "memory");
-        int q_loads = 0, fill = 0;
-        TileCoord tc;
-        bool skip;
-        for (int64_t k = 0; sched.get(k, tc, skip); ++k)
+        enum : int { kReqQ = 0, kReqKv = 1, kReqEnd = 2 };
+        if (warp == 0)
         {
-            const int hk = tc.h / p.head_ratio, m0 = tc.m_block * kBlockM;
-            const int n_blocks = skip ? 0 : tile_blocks<Kt>(p, m0);
-            if (n_blocks == 0)
-                continue;
-            if (q_loads > 0) // the consumers' last S GEMM of the previous tile has read Q
-                mbar_wait(smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
-            mbar_expect_tx(smem_u32(full_q), Kt::kQBytes);
-            for (int a = 0; a < kAtoms; ++a)
-                dev::tma_load(sQ + a * kBlockM * Kt::kAtomRows, p.tma_q, 64 * a, m0, tc.h, tc.b, full_q);
-            ++q_loads;
-            for (int it = 0; it < n_blocks; ++it, ++fill)
+            if (lane != 0)
+                return;
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_q)) : "memory");
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_k)) : "memory");
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&p.tma_v)) : "memory");
+            int q_loads = 0, fill = 0, reqs = 0;
+            auto post = [&](int kind, int stage, int h, int b) {
+                if (reqs > 0) // warp 1 has taken the previous request
+                    mbar_wait(smem_u32(req_empty), uint32_t((reqs - 1) & 1));
+                req[0] = kind, req[1] = stage, req[2] = h, req[3] = b;
+                mbar_arrive(smem_u32(req_full));
+                ++reqs;
+            };
+            TileCoord tc;
+            bool skip;
+            for (int64_t k = 0; sched.get(k, tc, skip); ++k)
             {
-                const int s = fill % kStages;
-                if (fill >= kStages)
-                    mbar_wait(smem_u32(empty_kv + s), uint32_t(((fill / kStages) & 1) ^ 1));
-                unsigned char* k_dst = sK + s * Kt::kKvBytes;
-                unsigned char* v_dst = sV + s * Kt::kKvBytes;
-                mbar_expect_tx(smem_u32(full_k + s), Kt::kKvBytes);
-                for (int a = 0; a < kAtoms; ++a)
-                    dev::tma_load(k_dst + a * kBlockN * Kt::kAtomRows, p.tma_k, 64 * a, it * kBlockN, hk, tc.b,
-                                  full_k + s);
-                mbar_expect_tx(smem_u32(full_v + s), Kt::kKvBytes);
-                for (int a = 0; a < kAtoms; ++a)
-                    dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, it * kBlockN, hk, tc.b,
-                                  full_v + s);
+                const int hk = tc.h / p.head_ratio, m0 = tc.m_block * kBlockM;
+                const TileSeq ts   = tile_seq<kVarlen>(p, tc.b);
+                const int n_blocks = skip || m0 >= ts.sq ? 0 : tile_blocks<Kt>(p, ts, m0);
+                if (n_blocks == 0)
+                    continue;
+                const int bc = kVarlen && p.seq.is_group ? 0 : tc.b; // the maps' batch coordinate
+                if (q_loads > 0) // the consumers' last S GEMM of the previous tile has read Q
+                    mbar_wait(smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
+                ++q_loads;
+                if (kVarlen && ts.sq < kBlockM)
+                    post(kReqQ, 0, tc.h, tc.b);
+                else
+                {
+                    // kVarlen: the last block of the sequence ends at its last row
+                    const int q0 = kVarlen ? int(ts.q_row0) + min(m0, ts.sq - kBlockM) : m0;
+                    mbar_expect_tx(smem_u32(full_q), Kt::kQBytes);
+                    for (int a = 0; a < kAtoms; ++a)
+                        dev::tma_load(sQ + a * kBlockM * Kt::kAtomRows, p.tma_q, 64 * a, q0, tc.h, bc, full_q);
+                }
+                for (int it = 0; it < n_blocks; ++it, ++fill)
+                {
+                    const int s = fill % kStages;
+                    if (fill >= kStages)
+                        mbar_wait(smem_u32(empty_kv + s), uint32_t(((fill / kStages) & 1) ^ 1));
+                    if (kVarlen && ts.sk < kBlockN)
+                    {
+                        post(kReqKv, s, hk, tc.b);
+                        continue;
+                    }
+                    // kVarlen: the last block of the sequence ends at its last key
+                    const int row = kVarlen ? int(ts.k_row0) + min(it * kBlockN, ts.sk - kBlockN) : it * kBlockN;
+                    unsigned char* k_dst = sK + s * Kt::kKvBytes;
+                    unsigned char* v_dst = sV + s * Kt::kKvBytes;
+                    mbar_expect_tx(smem_u32(full_k + s), Kt::kKvBytes);
+                    for (int a = 0; a < kAtoms; ++a)
+                        dev::tma_load(k_dst + a * kBlockN * Kt::kAtomRows, p.tma_k, 64 * a, row, hk, bc, full_k + s);
+                    mbar_expect_tx(smem_u32(full_v + s), Kt::kKvBytes);
+                    for (int a = 0; a < kAtoms; ++a)
+                        dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, row, hk, bc, full_v + s);
+                }
+            }
+            if (kVarlen)
+                post(kReqEnd, 0, 0, 0);
+        }
+        else if (kVarlen && warp == 1)
+        {
+            for (int r = 0;; ++r)
+            {
+                if (lane == 0)
+                    mbar_wait(smem_u32(req_full), uint32_t(r & 1));
+                __syncwarp();
+                const int kind = req[0], s = req[1], h = req[2], b = req[3];
+                __syncwarp();
+                if (lane == 0)
+                    mbar_arrive(smem_u32(req_empty));
+                if (kind == kReqEnd)
+                    break;
+                const TileSeq ts = tile_seq<kVarlen>(p, b);
+                const int64_t boff = p.seq.is_group ? 0 : b;
+                if (kind == kReqQ) // rows [0, sq) of a sequence shorter than one query block
+                {
+                    const uint16_t* src = static_cast<const uint16_t*>(p.q) + boff * p.q_batch_stride +
+                                          h * p.q_head_stride + ts.q_row0 * p.q_row_stride;
+                    dev::copy_block_async<kBlockM, kAtoms>(sQ, src, p.q_row_stride, ts.sq, p.hdim_q, lane);
+                    dev::copies_landed();
+                    if (lane == 0)
+                        mbar_arrive(smem_u32(full_q));
+                }
+                else // keys [0, sk) of a sequence shorter than one key block
+                {
+                    const uint16_t* k_src = static_cast<const uint16_t*>(p.k) + boff * p.k_batch_stride +
+                                            h * p.k_head_stride + ts.k_row0 * p.k_row_stride;
+                    const uint16_t* v_src = static_cast<const uint16_t*>(p.v) + boff * p.v_batch_stride +
+                                            h * p.v_head_stride + ts.k_row0 * p.v_row_stride;
+                    dev::copy_block_async<kBlockN, kAtoms>(sK + s * Kt::kKvBytes, k_src, p.k_row_stride, ts.sk,
+                                                           p.hdim_q, lane);
+                    dev::copy_block_async<kBlockN, kAtoms>(sV + s * Kt::kKvBytes, v_src, p.v_row_stride, ts.sk,
+                                                           p.hdim_v, lane);
+                    dev::copies_landed();
+                    if (lane == 0)
+                    {
+                        mbar_arrive(smem_u32(full_k + s));
+                        mbar_arrive(smem_u32(full_v + s));
+                    }
+                }
             }
         }
         return;
@@ -360,9 +518,21 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     {
         if (skip)
             continue;
-        const int m0 = tc.m_block * kBlockM;
-        const int n_blocks = tile_blocks<Kt>(p, m0);
-        const int row0 = m0 + 64 * cw + wrow + g; // this thread's rows: row0, row0 + 8
+        const int m0     = tc.m_block * kBlockM;
+        const TileSeq ts = tile_seq<kVarlen>(p, tc.b);
+        // -1: past the sequence's rows (or a skipped sequence), nothing loaded, nothing written. kVarlen: broadcast
+        // from lane 0 so that the compiler knows it warp-uniform: `fill` (the ring's stage and phase) follows it, and
+        // the GEMM descriptors derived from the stage stay in uniform registers (from the sequence arrays, loaded per
+        // thread, they moved to per-thread ones plus R2UR conversions: -4 to -10%, H200)
+        int n_blocks = m0 >= ts.sq ? -1 : tile_blocks<Kt>(p, ts, m0);
+        if constexpr (kVarlen)
+            n_blocks = __shfl_sync(0xffffffffu, n_blocks, 0);
+        if (n_blocks < 0)
+            continue;
+        // the tile's first row: kVarlen, the last query block of a sequence of 128 rows or more was copied from row
+        // sq - 128 on (rows below m0 are computed again, not stored)
+        const int r0   = kVarlen && ts.sq >= kBlockM ? min(m0, ts.sq - kBlockM) : m0;
+        const int row0 = r0 + 64 * cw + wrow + g; // this thread's rows: row0, row0 + 8
 #pragma unroll
         for (int i = 0; i < kORegs; ++i)
             o[i] = 0.f;
@@ -410,21 +580,24 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 cute::warpgroup_commit_batch();
             };
             // Masks key columns past seqlen_k and, causal, right of the diagonal (-inf), in blocks that need it.
+            // kVarlen: the last key block of a sequence of kBlockN keys or more was copied from key sk - kBlockN on;
+            // its keys below n0 (the previous block's) are masked too.
             auto mask = [&](int it) {
                 const int n0 = it * kBlockN;
-                const bool tail = n0 + kBlockN > p.seqlen_k;
-                const bool diag = p.causal && n0 + kBlockN - 1 > m0 + 64 * cw + p.diag_offset;
+                const bool tail = n0 + kBlockN > ts.sk;
+                const bool diag = p.causal && n0 + kBlockN - 1 > r0 + 64 * cw + ts.diag;
                 if (!tail && !diag)
                     return;
+                const int c0 = kVarlen && tail && ts.sk >= kBlockN ? ts.sk - kBlockN : n0; // the block's first key
 #pragma unroll
                 for (int j = 0; j < kBlockN / 8; ++j)
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
                     {
-                        const int col = n0 + 8 * j + 2 * t + (e & 1);
+                        const int col = c0 + 8 * j + 2 * t + (e & 1);
                         const int row = row0 + 8 * (e >> 1);
-                        const int limit = p.causal ? min(p.seqlen_k, row + p.diag_offset + 1) : p.seqlen_k;
-                        if (col >= limit)
+                        const int limit = p.causal ? min(ts.sk, row + ts.diag + 1) : ts.sk;
+                        if (col >= limit || (kVarlen && col < n0))
                             s[4 * j + e] = -INFINITY;
                     }
             };
@@ -524,8 +697,14 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             fill += n_blocks;
         }
 
-        // epilogue: O / row sum (bf16 / fp16 pairs), LSE
-        Element* out = static_cast<Element*>(p.o) + int64_t(tc.b) * p.o_batch_stride + int64_t(tc.h) * p.o_head_stride;
+        // epilogue: O / row sum (bf16 / fp16 pairs), LSE. The sequence's rows are read again (cached): kept from the
+        // tile's start, they would hold registers through the key loop.
+        const TileSeq te = tile_seq<kVarlen>(p, tc.b);
+        Element* out = static_cast<Element*>(p.o) + int64_t(tc.h) * p.o_head_stride +
+                       (p.seq.is_group ? te.q_row0 * p.o_row_stride : int64_t(tc.b) * p.o_batch_stride);
+        float* lse = p.lse == nullptr ? nullptr
+                                      : p.lse + int64_t(tc.h) * p.lse_head_stride +
+                                            (p.seq.is_group ? te.q_row0 : int64_t(tc.b) * p.lse_batch_stride);
 #pragma unroll
         for (int r = 0; r < 2; ++r)
         {
@@ -534,7 +713,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             const float inv = sum > 0.f ? 1.f / sum : 0.f;
             const int row   = row0 + 8 * r;
-            if (row < p.seqlen_q)
+            if (row < te.sq && (!kVarlen || row >= tc.m_block * kBlockM))
             {
                 Element* orow = out + int64_t(row) * p.o_row_stride;
 #pragma unroll
@@ -545,9 +724,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                         *reinterpret_cast<uint32_t*>(orow + col) =
                             G::pack(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
                 }
-                if (p.lse != nullptr && t == 0)
-                    p.lse[int64_t(tc.b) * p.lse_batch_stride + int64_t(tc.h) * p.lse_head_stride + row] =
-                        sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
+                if (lse != nullptr && t == 0)
+                    lse[row] = sum > 0.f ? row_max[r] * p.scale + logf(sum) : -INFINITY;
             }
         }
     }
@@ -583,15 +761,19 @@ inline bool encode_map_4d(TmaDesc& out, const void* base, int cols, int rows, in
                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Host: the three tensor maps of a forward call.
+// Host: the three tensor maps of a forward call. Group mode: one batch of kGroupMapRows rows (the packed tensors'
+// row counts are on the device only); the kVarlen kernel's tensor copies stay inside the sequences' rows.
+constexpr int kGroupMapRows = 2147483647;
 inline bool encode_sm90_maps(Sm90FwdParams& a, const FwdParams& p, int block_m, int block_n)
 {
-    return encode_map_4d(a.tma_q, p.q, p.hdim_q, p.seqlen_q, p.nhead_q, p.batch, block_m, p.q_row_stride,
-                         p.q_head_stride, p.q_batch_stride) &&
-           encode_map_4d(a.tma_k, p.k, p.hdim_q, p.seqlen_k, p.nhead_k, p.batch, block_n, p.k_row_stride,
-                         p.k_head_stride, p.k_batch_stride) &&
-           encode_map_4d(a.tma_v, p.v, p.hdim_v, p.seqlen_k, p.nhead_k, p.batch, block_n, p.v_row_stride,
-                         p.v_head_stride, p.v_batch_stride);
+    const bool g   = p.seq.is_group;
+    const int rq   = g ? kGroupMapRows : p.seqlen_q, rk = g ? kGroupMapRows : p.seqlen_k, nb = g ? 1 : p.batch;
+    return encode_map_4d(a.tma_q, p.q, p.hdim_q, rq, p.nhead_q, nb, block_m, p.q_row_stride, p.q_head_stride,
+                         p.q_batch_stride) &&
+           encode_map_4d(a.tma_k, p.k, p.hdim_q, rk, p.nhead_k, nb, block_n, p.k_row_stride, p.k_head_stride,
+                         p.k_batch_stride) &&
+           encode_map_4d(a.tma_v, p.v, p.hdim_v, rk, p.nhead_k, nb, block_n, p.v_row_stride, p.v_head_stride,
+                         p.v_batch_stride);
 }
 
 // The SMs of the current device (the persistent grid's size), cached per device.
@@ -623,23 +805,35 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     Sm90FwdParams a{};
     if (!encode_sm90_maps(a, p, Kt::kBlockM, Kt::kBlockN))
         return cudaErrorInvalidValue;
+    a.q = p.q, a.k = p.k, a.v = p.v;
+    a.q_row_stride = p.q_row_stride, a.q_head_stride = p.q_head_stride, a.q_batch_stride = p.q_batch_stride;
+    a.k_row_stride = p.k_row_stride, a.k_head_stride = p.k_head_stride, a.k_batch_stride = p.k_batch_stride;
+    a.v_row_stride = p.v_row_stride, a.v_head_stride = p.v_head_stride, a.v_batch_stride = p.v_batch_stride;
     a.o = p.o, a.lse = p.lse;
     a.o_row_stride = p.o_row_stride, a.o_head_stride = p.o_head_stride, a.o_batch_stride = p.o_batch_stride;
     a.lse_head_stride = p.lse_head_stride, a.lse_batch_stride = p.lse_batch_stride;
-    a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k, a.hdim_v = p.hdim_v, a.head_ratio = p.head_ratio;
+    a.seqlen_q = p.seqlen_q, a.seqlen_k = p.seqlen_k, a.max_seqlen_q = p.max_seqlen_q;
+    a.hdim_q = p.hdim_q, a.hdim_v = p.hdim_v, a.head_ratio = p.head_ratio;
     a.nhead = p.nhead_q, a.batch = p.batch;
     a.scale = p.scale, a.scale_log2 = p.scale_log2;
-    a.causal      = p.mask.is_none() ? 0 : 1;
-    a.diag_offset = p.mask.bottom_right ? p.seqlen_k - p.seqlen_q : 0;
+    a.causal       = p.mask.is_none() ? 0 : 1;
+    a.bottom_right = p.mask.bottom_right ? 1 : 0;
+    a.seq          = p.seq;
 
-    auto kernel = &sm90_fwd_kernel<Kt>;
+    // group mode and batch-mode logical lengths take the kVarlen kernel; plain batch mode keeps the kernel without
+    // the per-sequence reads (they cost it 2-8% at 1k rows when it had them, H200)
+    const bool varlen = p.seq.is_group || p.seq.cu_seqlen_q != nullptr || p.seq.cu_seqlen_k != nullptr;
+    auto kernel = varlen ? &sm90_fwd_kernel<Kt, true> : &sm90_fwd_kernel<Kt, false>;
     cudaError_t err = set_max_dynamic_smem(kernel, Kt::kSmemBytes);
     if (err != cudaSuccess)
         return err;
     // csrc/api keeps the tile count below 2^31. One persistent CTA per SM, or one per tile where there are fewer
     // (TileSchedule). H100, bf16, 16k tokens, non-causal, TFLOP/s, one CTA per tile -> persistent: d64 s = 512 / 2k
     // / 16k 277 / 394 / 444 -> 342 / 419 / 447; d128 2k / 16k 527 / 635 -> 555 / 641.
-    const int64_t tiles = int64_t((p.seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM) * p.nhead_q * p.batch;
+    const int64_t tiles = int64_t((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM) * p.nhead_q * p.batch;
+    // Group mode too: one CTA per tile lost 0-15% to the persistent grid (H200, bf16, 16 sequences of random
+    // lengths averaging s, d64 / d128, s = 512..4096, no mask and causal; an earlier build of the kVarlen kernel),
+    // d128 s = 1k causal excepted (+6%).
     const int64_t grid  = std::min<int64_t>(tiles, sm_count());
     if (grid == 0)
         return cudaSuccess;
@@ -665,7 +859,7 @@ struct Sm90FwdInstance
 template <typename Inst>
 cudaError_t run_fwd_sm90(const FwdParams& p, cudaStream_t stream)
 {
-    if (!p.mask.is_none() && p.seqlen_q < Inst::kWideMinRowsCausal)
+    if (!p.mask.is_none() && p.max_seqlen_q < Inst::kWideMinRowsCausal)
         return launch_sm90<typename Inst::Narrow>(p, stream);
     return launch_sm90<typename Inst::Wide>(p, stream);
 }

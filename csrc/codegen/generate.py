@@ -361,8 +361,8 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
                             f"group | no_mask, causal t/b, windows t/b, generic | {feats} | y | "
                             f"{cols[0]} | {cols[1]} | {cols[2]} |")
             else: # use_asm_v3 = true; other calls fall back to ck
-                rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch "
-                            f"| no_mask, causal t/b | n | n | y | n | {cols[1]} | n |")
+                rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, "
+                            f"group | no_mask, causal t/b | n | n | y | n | {cols[1]} | n |")
     if not fwd:
         rows.append("| fwd | - | - | - | - | - | - | - | - | n | n | n |")
     bwd = [i for i in built if i.api == "bwd"]

@@ -637,9 +637,11 @@ bool prefill_batch_case(const char* name, std::vector<int> table_keys, int cap, 
 
 // Batch-mode padding: mha_fwd over [b, sq_pad] queries and [b, sk_pad] keys with per-batch lengths from
 // cu_seqlen_q / cu_seqlen_k (differences; lengths above the padded ones clamp to them) vs one batch-mode call per
-// batch over exactly its rows. Rows past a batch's length must keep the poison in O and LSE.
+// batch over exactly its rows. Rows past a batch's length must keep the poison in O and LSE. nan_pad: the padded
+// rows of q, k and v hold NaN, which must not reach any output row (a key block that runs past a batch's length must
+// not feed them to the P V product).
 bool padding_case(const char* name, std::vector<int> lq, std::vector<int> lk, int sq_pad, int sk_pad, bool causal,
-                  uint32_t seed, bool use_asm_v3 = false)
+                  uint32_t seed, bool use_asm_v3 = false, bool nan_pad = false)
 {
     const int b = int(lq.size()), h = 8, hk = 2, d = 128;
     std::mt19937 g(seed);
@@ -649,6 +651,18 @@ bool padding_case(const char* name, std::vector<int> lq, std::vector<int> lk, in
     const size_t on = size_t(b) * sq_pad * h * d, ln = size_t(b) * h * sq_pad;
     auto q = random_bf16(on, g), k = random_bf16(size_t(b) * sk_pad * hk * d, g),
          v = random_bf16(size_t(b) * sk_pad * hk * d, g);
+    if (nan_pad)
+        for (int i = 0; i < b; ++i)
+        {
+            const bf16 nan = __float2bfloat16(std::nanf(""));
+            for (size_t r = std::min(lq[i], sq_pad); r < size_t(sq_pad); ++r)
+                std::fill_n(q.begin() + (size_t(i) * sq_pad + r) * h * d, size_t(h) * d, nan);
+            for (size_t r = std::min(lk[i], sk_pad); r < size_t(sk_pad); ++r)
+            {
+                std::fill_n(k.begin() + (size_t(i) * sk_pad + r) * hk * d, size_t(hk) * d, nan);
+                std::fill_n(v.begin() + (size_t(i) * sk_pad + r) * hk * d, size_t(hk) * d, nan);
+            }
+        }
     bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *o1 = nullptr, *o2 = nullptr;
     int *dcq = upload(cq), *dck = upload(ck);
     float *l1 = nullptr, *l2 = nullptr;
@@ -675,6 +689,13 @@ bool padding_case(const char* name, std::vector<int> lq, std::vector<int> lk, in
     a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
     a.use_asm_v3 = use_asm_v3; // the asm (wgmma) family where it covers the call, else ck
     bool ok = aiter::mha_fwd(a, ck_tile::stream_config{}) >= 0;
+    // MHA_REQUIRE_ASM=1 (a build with the asm instances, on sm_90): the call must not have fallen back to ck
+    if (ok && use_asm_v3 && std::getenv("MHA_REQUIRE_ASM") && std::string(std::getenv("MHA_REQUIRE_ASM")) == "1" &&
+        std::string(aiter::mha_get_last_kernel_name()).find("_asm_v3_") == std::string::npos)
+    {
+        std::printf("%s FAIL: ran %s, not an asm instance\n", name, aiter::mha_get_last_kernel_name());
+        ok = false;
+    }
     for (int i = 0; ok && i < b; ++i)
     {
         aiter::mha_fwd_args r = a; // batch i alone, exactly its (clamped) lengths
@@ -1359,6 +1380,14 @@ int main()
     ok &= padding_case("padding batch mode asm lengths past the padding", {300, 100}, {900, 70}, 256, 512, false, 12,
                        true);
     ok &= padding_case("padding batch mode asm causal", {256, 100, 7}, {300, 512, 9}, 256, 512, true, 13, true);
+    // NaN in the padding: the asm forward copies a key block that runs past a batch's length with cp.async, rows
+    // past it zero-filled (ck predicates its loads)
+    ok &= padding_case("padding batch mode asm NaN padding", {200, 129, 1}, {177, 333, 90}, 256, 512, false, 16, true,
+                       true);
+    ok &= padding_case("padding batch mode asm causal NaN padding", {100, 256}, {176, 175}, 256, 512, true, 17, true,
+                       true);
+    ok &= padding_case("padding batch mode ck NaN padding", {200, 129, 1}, {177, 333, 90}, 256, 512, true, 18, false,
+                       true);
     ok &= bigpool_case();
     // cache capacity 3000 (94 key blocks of 32): lengths that end on, just after and just before a block, one key,
     // and splits left empty by short sequences; 3 and 8 splits merge in clusters, 16 in the combine kernel, 0 is
