@@ -59,6 +59,15 @@ def stale_build(d):
     return ""
 
 
+def asm_fwd_instance_tag(hdim_q, hdim_v):
+    """The head-dim part of the name ("d64", "d192_dv128", ...) of the smallest asm forward instance that covers the
+    head dims, the one mha_fwd picks (the least hdim + hdim_v among csrc/codegen/generate.py's ASM_FWD_TILES)."""
+    sys.path.insert(0, os.path.join(ROOT, "csrc", "codegen"))
+    import generate
+    q, v = min((t for t in generate.ASM_FWD_TILES if t[0] >= hdim_q and t[1] >= hdim_v), key=sum)
+    return f"d{q}" if q == v else f"d{q}_dv{v}"
+
+
 def require_all_kernels():
     """True when "not in this build" must fail a GPU test instead of skipping it (MHA_REQUIRE_ALL_KERNELS=1)."""
     return os.environ.get("MHA_REQUIRE_ALL_KERNELS") == "1"

@@ -38,18 +38,19 @@ def test_filters_select_the_expected_instances():
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
         "fmha_fwd_ck_bf16_d128_b128x48_w4_plain", "fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain"]
     assert sorted(i.name for i in inst if i.family == "asm_v3" and i.api == "fwd") == [
-        f"fmha_fwd_asm_v3_{t}_d{d}_b128x{n}_w12_plain" for t in ("bf16", "fp16") for d, n in ((128, 176), (256, 80), (64, 176))]
+        f"fmha_fwd_asm_v3_{t}_d{d}_b128x{n}_w12_plain" for t in ("bf16", "fp16")
+        for d, n in (("128", 176), ("192_dv128", 128), ("256", 80), ("64", 176))]
     # the asm backward: d64 (128-row query blocks) and d128 (64-row), plain
     assert sorted(i.name for i in inst if i.family == "asm_v3" and i.api == "bwd") == [
         f"fmha_bwd_asm_v3_{t}_d{d}_b{m}x128_w12_plain" for t in ("bf16", "fp16") for d, m in ((128, 64), (64, 128))]
     # 192/128 and 192/192 x 2 dtypes: fwd plain + alibi + full, split-KV decode + prefill, bwd plain + alibi +
-    # dropout + full
-    assert len(gen.select(inst, None, None, ["192"], "")) == 36
+    # dropout + full; the asm forward's 192/128 x 2 dtypes
+    assert len(gen.select(inst, None, None, ["192"], "")) == 38
     assert [i.name for i in gen.select(inst, ["bwd"], ["bf16"], ["128"], "", ["alibi", "dropout"])] == [
         "fmha_bwd_ck_bf16_d128_b64x128_w8_alibi", "fmha_bwd_ck_bf16_d128_b64x128_w8_dropout"]
-    # as in AITER, fwd builds mha_fwd, mha_fwd_splitkv and mha_batch_prefill: 3 forward variants + 2 split tiles;
-    # fwd_v3 (AITER's asm-only build) the mha_fwd instances
-    assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 5
+    # as in AITER, fwd builds mha_fwd, mha_fwd_splitkv and mha_batch_prefill: 3 forward variants + 2 split tiles + the
+    # asm one; fwd_v3 (AITER's asm-only build) the mha_fwd instances
+    assert len(gen.select(inst, ["fwd"], None, ["192x128"], "*fp16*")) == 6
     assert {i.api for i in gen.select(inst, ["fwd_v3"], None, ["192x128"], "")} == {"fwd"}
     assert {i.api for i in gen.select(inst, ["bwd_v3"], None, ["192x128"], "")} == {"bwd"}
     # batch_prefill runs on the split-KV instances
@@ -110,7 +111,7 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 4 selected of 154 known" in r.stdout
+    assert "instances: 4 selected of 156 known" in r.stdout
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "[x] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r.stdout
@@ -123,7 +124,7 @@ def test_list_prints_instances_and_support_table():
     # the asm family is sm_90a code: a build without that target leaves it out
     r80 = run_compile("--list", "--preset", "ci", "--arch", "sm_80")
     assert r80.returncode == 0, r80.stderr
-    assert "instances: 2 selected of 154 known" in r80.stdout
+    assert "instances: 2 selected of 156 known" in r80.stdout
     assert "[ ] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r80.stdout and "asm_v3 (plain)" not in r80.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
     # the arch columns are the build's: sm_90a only

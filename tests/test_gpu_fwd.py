@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _mha_paths import gpu_test_modules  # noqa: E402
+from conftest import asm_fwd_instance_tag  # noqa: E402
 
 torch, _module = gpu_test_modules("GPU correctness tests")
 
@@ -156,24 +157,25 @@ def run_and_check(dtype, d, mask, sq, sk, hk, b=2, h=4, seed=None, use_asm_v3=Fa
     ref_lse = check_out(out, q, k, v, 1.0 / math.sqrt(d), mask_type, left, right, what)
     check_lse(lse, ref_lse, what)
     if use_asm_v3:
-        check_asm_ran(mask, sq, sk, max(d, dv), h, hk)
+        check_asm_ran(mask, sq, sk, d, h, hk, dv)
 
 
 PACKED_MAX_ROWS = 256 # csrc/api/mha_fwd.cpp, kPackedFwdMaxRows
 
 
-def check_asm_ran(mask, sq, sk, d, h, hk):
+def check_asm_ran(mask, sq, sk, d, h, hk, dv=None):
     """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
-    on an sm_90 GPU, a use_asm_v3 call the asm family covers (d <= 256, no mask or causal, top-left only where
-    sq == sk, not a GQA call of at most 256 packed rows per KV head) must have run on its smallest instance that
-    covers the head dims (d = max(hdim_q, hdim_v)), not fallen back to ck. MHA_REQUIRE_ASM=1 asks for a build with
-    every asm instance of the dtypes it runs."""
+    on an sm_90 GPU, a use_asm_v3 call the asm family covers (head dims up to 256, no mask or causal, top-left only
+    where sq == sk, not a GQA call of at most 256 packed rows per KV head) must have run on its smallest instance that
+    covers the head dims (hdim_q d, hdim_v dv, default d), not fallen back to ck. MHA_REQUIRE_ASM=1 asks for a build
+    with every asm instance of the dtypes it runs."""
+    dv = d if dv is None else dv
     pack = h // hk if h > hk else 1
-    covered = (torch.cuda.get_device_capability() == (9, 0) and d <= 256 and sq > 0 and
+    covered = (torch.cuda.get_device_capability() == (9, 0) and max(d, dv) <= 256 and sq > 0 and
                (mask != "causal_top_left" or sq == sk) and not (pack > 1 and sq * pack <= PACKED_MAX_ROWS))
     if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
         name = aiter_mha.last_kernel_name()
-        want = f"_asm_v3_{'bf16' if '_bf16_' in name else 'fp16'}_d{64 if d <= 64 else 128 if d <= 128 else 256}_"
+        want = f"_asm_v3_{'bf16' if '_bf16_' in name else 'fp16'}_{asm_fwd_instance_tag(d, dv)}_"
         assert want in name, f"use_asm_v3 call ran {name}, not the smallest asm instance ({want})"
 
 
@@ -325,12 +327,18 @@ def test_use_asm_v3(mask, d):
     ("fp16", 40, 40, "causal_bottom_right", 2, 8, 8, 300, 500),
     ("bf16", 64, 128, "none", 2, 8, 8, 300, 500),
     ("bf16", 128, 64, "causal_bottom_right", 2, 8, 8, 500, 300),
-    # d256 (80-key blocks, four column atoms) and the head dims it pads: 192, 192/128, 160
+    # d256 (80-key blocks, four column atoms) and the head dims it pads: 192, 160; d192 / d_v 128 (128-key blocks,
+    # three Q / K atoms, two V atoms) and the head dims it pads (136..192 / up to 128)
     ("bf16", 256, 256, "none", 2, 40, 8, 1000, 1000),
     ("fp16", 256, 256, "causal_bottom_right", 2, 40, 40, 2100, 2100),
     ("bf16", 256, 256, "causal_top_left", 1, 4, 4, 333, 333),
     ("bf16", 192, 192, "none", 2, 8, 8, 300, 700),
     ("fp16", 192, 128, "causal_bottom_right", 2, 16, 16, 700, 900),
+    ("bf16", 192, 128, "none", 2, 40, 8, 1000, 1000),
+    ("bf16", 192, 128, "causal_top_left", 1, 4, 4, 333, 333),
+    ("fp16", 192, 128, "causal_bottom_right", 3, 8, 8, 900, 200),
+    ("bf16", 160, 96, "none", 2, 8, 2, 300, 77),
+    ("bf16", 192, 64, "causal_bottom_right", 2, 40, 40, 2100, 2100),
     ("bf16", 160, 160, "none", 1, 8, 2, 500, 77),
     ("bf16", 256, 256, "causal_bottom_right", 3, 8, 8, 900, 200), # rows that see no key
     ("fp16", 256, 256, "none", 2, 140, 140, 300, 0),

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _mha_paths import gpu_test_modules  # noqa: E402
-from conftest import require_all_kernels  # noqa: E402
+from conftest import asm_fwd_instance_tag, require_all_kernels  # noqa: E402
 
 torch, aiter_mha = gpu_test_modules("GPU feature tests")
 
@@ -240,7 +240,7 @@ def check_asm_fwd_ran(d, dv, h, hk, max_q, f):
                f.p_drop == 0 and not (pack > 1 and max_q * pack <= PACKED_MAX_ROWS))
     if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
         name = aiter_mha.last_kernel_name()
-        want = f"_asm_v3_{'bf16' if '_bf16_' in name else 'fp16'}_d{64 if dd <= 64 else 128 if dd <= 128 else 256}_"
+        want = f"_asm_v3_{'bf16' if '_bf16_' in name else 'fp16'}_{asm_fwd_instance_tag(d, dv)}_"
         assert want in name, f"use_asm_v3 group-mode call ran {name}, not the smallest asm instance ({want})"
 
 
@@ -579,6 +579,11 @@ VARLEN_ASM = {
     "packed": dict(lens=[(333, 333), (64, 64), (700, 700)], h=4, hk=4, d=64, packed=True),
     "wide_causal": dict(lens=[(2100, 2100), (150, 3000), (2048, 1000)], h=2, hk=1, d=128, pad_k=True,
                         nan_pad=True),
+    # one KV head of 512-byte rows: the tensor map's made-up stride for the single head (rows x row stride) must
+    # stay under the encoder's 2^40 bytes
+    "mqa_d256": dict(lens=[(300, 400), (90, 81), (129, 7)], h=4, hk=1, d=256, pad_k=True, nan_pad=True),
+    "d192_dv128_long": dict(lens=[(700, 900), (128, 129), (1, 300), (257, 127)], h=4, hk=2, d=192, dv=128,
+                            pad_q=True, pad_k=True, nan_pad=True),
 }
 
 

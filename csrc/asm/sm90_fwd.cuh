@@ -44,30 +44,35 @@ namespace mha::asm90 {
 
 // Tile shape and roles. Shared memory at 176-key blocks: d128 Q 32 KB + 2 stages x (K 44 KB + V 44 KB) = 208 KB,
 // d64 Q 16 KB + 3 stages x (K 22 KB + V 22 KB) = 148 KB (128-key blocks: 160 / 112 KB); d256 at 80-key blocks: Q 64
-// KB + 2 x (40 + 40) KB = 224 KB, 225 KB with the alignment slack (88 keys would not fit). Registers: the producer
-// warpgroup gives its registers to the consumers (setmaxnreg 24 / 240: 128 x 24 + 256 x 240 = 64,512 of 65,536).
-template <typename Element_, int kHeadDim_, int kBlockN_ = 128>
+// KB + 2 x (40 + 40) KB = 224 KB, 225 KB with the alignment slack (88 keys would not fit); d192 / d_v 128 at 128-key
+// blocks: Q 48 KB + 2 x (48 + 32) KB = 208 KB (176 keys would not fit). Registers: the producer warpgroup gives its
+// registers to the consumers (setmaxnreg 24 / 240: 128 x 24 + 256 x 240 = 64,512 of 65,536).
+template <typename Element_, int kHeadDim_, int kBlockN_ = 128, int kHeadDimV_ = kHeadDim_>
 struct Sm90FwdTraits
 {
     using Element = Element_;
-    static constexpr int kHeadDim     = kHeadDim_; // 64, 128 or 256: whole 128-byte swizzle atoms of columns
+    static constexpr int kHeadDim     = kHeadDim_;  // Q / K: 64, 128, 192 or 256, whole 128-byte swizzle atoms
+    static constexpr int kHeadDimV    = kHeadDimV_; // V / O: 64, 128 or 256
     static constexpr int kBlockM      = 128;       // two consumer warpgroups of 64 rows
     static constexpr int kBlockN      = kBlockN_;  // keys per block: 128 or 176 (d256: 80)
     // ring stages: d64 three (two lost 1-6%, H100), d128 two (the shared memory's limit at 176-key blocks)
     static constexpr int kStages      = kHeadDim <= 64 ? 3 : 2;
     static constexpr int kConsumers   = 2;         // consumer warpgroups
     static constexpr int kThreads     = 128 * (kConsumers + 1);
-    static constexpr int kAtoms       = kHeadDim / 64; // 64-column (128-byte) swizzle atoms per row
-    static constexpr int kAtomRows    = 128;           // bytes per atom row
+    static constexpr int kAtoms       = kHeadDim / 64;  // 64-column (128-byte) swizzle atoms per Q / K row
+    static constexpr int kAtomsV      = kHeadDimV / 64; // per V row
+    static constexpr int kAtomRows    = 128;            // bytes per atom row
     static constexpr int kQBytes      = kBlockM * kHeadDim * 2;
-    static constexpr int kKvBytes     = kBlockN * kHeadDim * 2;
+    static constexpr int kKBytes      = kBlockN * kHeadDim * 2;
+    static constexpr int kVBytes      = kBlockN * kHeadDimV * 2;
     static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
     static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
     // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers (kVarlen: two more and a
     // 16-byte request of the cp.async warp)
-    static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kKvBytes + 8 * (4 + 3 * kStages) + 16;
-    static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "the PV GEMM atoms instantiated below");
+    static constexpr int kSmemBytes = 1024 + kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 + 3 * kStages) + 16;
+    static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "Q / K rows of whole swizzle atoms");
+    static_assert(kHeadDimV == 64 || kHeadDimV == 128 || kHeadDimV == 256, "the PV GEMM atoms instantiated below");
     static_assert(kBlockN == 80 || kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
     static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
 };
@@ -337,14 +342,14 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     using Element = typename Kt::Element;
     using G       = dev::Gmma<Element>;
     constexpr int kBlockM = Kt::kBlockM, kBlockN = Kt::kBlockN, kStages = Kt::kStages, D = Kt::kHeadDim;
-    constexpr int kAtoms = Kt::kAtoms;
+    constexpr int DV = Kt::kHeadDimV, kAtoms = Kt::kAtoms, kAtomsV = Kt::kAtomsV;
 
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = dev::smem_align1024(smem_raw);
     unsigned char* sQ  = smem;                              // kAtoms x [128 rows][128 B]
     unsigned char* sK  = sQ + Kt::kQBytes;                  // kStages x kAtoms x [kBlockN rows][128 B]
-    unsigned char* sV  = sK + kStages * Kt::kKvBytes;       // the same for V
-    uint64_t* full_q   = reinterpret_cast<uint64_t*>(sV + kStages * Kt::kKvBytes);
+    unsigned char* sV  = sK + kStages * Kt::kKBytes;        // kStages x kAtomsV x [kBlockN rows][128 B]
+    uint64_t* full_q   = reinterpret_cast<uint64_t*>(sV + kStages * Kt::kVBytes);
     uint64_t* empty_q  = full_q + 1;
     uint64_t* full_k   = empty_q + 1;
     uint64_t* full_v   = full_k + kStages;
@@ -431,13 +436,13 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                     }
                     // kVarlen: the last block of the sequence ends at its last key
                     const int row = kVarlen ? int(ts.k_row0) + min(it * kBlockN, ts.sk - kBlockN) : it * kBlockN;
-                    unsigned char* k_dst = sK + s * Kt::kKvBytes;
-                    unsigned char* v_dst = sV + s * Kt::kKvBytes;
-                    mbar_expect_tx(smem_u32(full_k + s), Kt::kKvBytes);
+                    unsigned char* k_dst = sK + s * Kt::kKBytes;
+                    unsigned char* v_dst = sV + s * Kt::kVBytes;
+                    mbar_expect_tx(smem_u32(full_k + s), Kt::kKBytes);
                     for (int a = 0; a < kAtoms; ++a)
                         dev::tma_load(k_dst + a * kBlockN * Kt::kAtomRows, p.tma_k, 64 * a, row, hk, bc, full_k + s);
-                    mbar_expect_tx(smem_u32(full_v + s), Kt::kKvBytes);
-                    for (int a = 0; a < kAtoms; ++a)
+                    mbar_expect_tx(smem_u32(full_v + s), Kt::kVBytes);
+                    for (int a = 0; a < kAtomsV; ++a)
                         dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, row, hk, bc, full_v + s);
                 }
             }
@@ -474,9 +479,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                                             h * p.k_head_stride + ts.k_row0 * p.k_row_stride;
                     const uint16_t* v_src = static_cast<const uint16_t*>(p.v) + boff * p.v_batch_stride +
                                             h * p.v_head_stride + ts.k_row0 * p.v_row_stride;
-                    dev::copy_block_async<kBlockN, kAtoms>(sK + s * Kt::kKvBytes, k_src, p.k_row_stride, ts.sk,
+                    dev::copy_block_async<kBlockN, kAtoms>(sK + s * Kt::kKBytes, k_src, p.k_row_stride, ts.sk,
                                                            p.hdim_q, lane);
-                    dev::copy_block_async<kBlockN, kAtoms>(sV + s * Kt::kKvBytes, v_src, p.v_row_stride, ts.sk,
+                    dev::copy_block_async<kBlockN, kAtomsV>(sV + s * Kt::kVBytes, v_src, p.v_row_stride, ts.sk,
                                                            p.hdim_v, lane);
                     dev::copies_landed();
                     if (lane == 0)
@@ -496,7 +501,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     const int wrow = 16 * (warp % 4); // the warp's first row in the warpgroup
     const int g = lane / 4, t = lane % 4;
     constexpr int kSRegs = kBlockN / 2; // 64 x kBlockN accumulator: kBlockN / 2 floats per thread
-    constexpr int kORegs = D / 2;
+    constexpr int kORegs = DV / 2;
 
     // Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1 and 2, 256 threads:
     // the waiting warpgroup's 128 plus the other's 128 arrivals), so that one's softmax runs while the tensor cores
@@ -546,7 +551,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 
             // S = Q K_blk^T for the stage's K (issued, not waited for)
             auto issue_s = [&](int st) {
-                const uint32_t k_base = smem_u32(sK + st * Kt::kKvBytes);
+                const uint32_t k_base = smem_u32(sK + st * Kt::kKBytes);
                 dev::fence_regs(s);
                 cute::warpgroup_arrive();
 #pragma unroll
@@ -562,7 +567,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             };
             // O += P V_blk for the stage's V (issued, not waited for)
             auto issue_pv = [&](int st) {
-                const uint32_t v_base = smem_u32(sV + st * Kt::kKvBytes);
+                const uint32_t v_base = smem_u32(sV + st * Kt::kVBytes);
                 dev::fence_regs(o);
                 cute::warpgroup_arrive();
 #pragma unroll
@@ -570,9 +575,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 {
                     const uint64_t dv =
                         dev::desc_sw128(v_base + kk * 16 * Kt::kAtomRows, kBlockN * Kt::kAtomRows, 1024);
-                    if constexpr (D == 256)
+                    if constexpr (DV == 256)
                         dev::gmma_rs<typename G::RS256>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
-                    else if constexpr (D == 128)
+                    else if constexpr (DV == 128)
                         dev::gmma_rs<typename G::RS128>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
                     else
                         dev::gmma_rs<typename G::RS64>(pa[kk], dv, o, std::make_index_sequence<kORegs>{});
@@ -640,7 +645,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             };
             auto rescale_o = [&]() {
 #pragma unroll
-                for (int j = 0; j < D / 8; ++j)
+                for (int j = 0; j < DV / 8; ++j)
                 {
                     o[4 * j + 0] *= alpha[0], o[4 * j + 1] *= alpha[0];
                     o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
@@ -700,11 +705,12 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
         // epilogue: O / row sum (bf16 / fp16 pairs), LSE. The sequence's rows are read again (cached): kept from the
         // tile's start, they would hold registers through the key loop.
         const TileSeq te = tile_seq<kVarlen>(p, tc.b);
+        const bool group = kVarlen && p.seq.is_group;
         Element* out = static_cast<Element*>(p.o) + int64_t(tc.h) * p.o_head_stride +
-                       (p.seq.is_group ? te.q_row0 * p.o_row_stride : int64_t(tc.b) * p.o_batch_stride);
+                       (group ? te.q_row0 * p.o_row_stride : int64_t(tc.b) * p.o_batch_stride);
         float* lse = p.lse == nullptr ? nullptr
                                       : p.lse + int64_t(tc.h) * p.lse_head_stride +
-                                            (p.seq.is_group ? te.q_row0 : int64_t(tc.b) * p.lse_batch_stride);
+                                            (group ? te.q_row0 : int64_t(tc.b) * p.lse_batch_stride);
 #pragma unroll
         for (int r = 0; r < 2; ++r)
         {
@@ -717,7 +723,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             {
                 Element* orow = out + int64_t(row) * p.o_row_stride;
 #pragma unroll
-                for (int j = 0; j < D / 8; ++j)
+                for (int j = 0; j < DV / 8; ++j)
                 {
                     const int col = 8 * j + 2 * t;
                     if (col < p.hdim_v)
@@ -761,13 +767,21 @@ inline bool encode_map_4d(TmaDesc& out, const void* base, int cols, int rows, in
                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Host: the three tensor maps of a forward call. Group mode: one batch of kGroupMapRows rows (the packed tensors'
-// row counts are on the device only); the kVarlen kernel's tensor copies stay inside the sequences' rows.
-constexpr int kGroupMapRows = 2147483647;
+// Host: the three tensor maps of a forward call. Group mode: one batch of as many rows as a map may span (the
+// packed tensors' row counts are on the device only; the kVarlen kernel's tensor copies stay inside the sequences'
+// rows): 2^31 - 1, or fewer where rows x row stride would reach 2^40 bytes, the encoder's limit on a stride, which the
+// stride made up for a single head (rows x row stride) must respect too. No tensor a GPU holds has more rows.
+inline int group_map_rows(int64_t row_stride_elems)
+{
+    const int64_t bytes = std::max<int64_t>(row_stride_elems, 1) * 2;
+    return int(std::min<int64_t>(2147483647, ((int64_t(1) << 40) - 1024) / bytes));
+}
+
 inline bool encode_sm90_maps(Sm90FwdParams& a, const FwdParams& p, int block_m, int block_n)
 {
-    const bool g   = p.seq.is_group;
-    const int rq   = g ? kGroupMapRows : p.seqlen_q, rk = g ? kGroupMapRows : p.seqlen_k, nb = g ? 1 : p.batch;
+    const bool g = p.seq.is_group;
+    const int rq = g ? group_map_rows(p.q_row_stride) : p.seqlen_q, nb = g ? 1 : p.batch;
+    const int rk = g ? group_map_rows(std::max(p.k_row_stride, p.v_row_stride)) : p.seqlen_k;
     return encode_map_4d(a.tma_q, p.q, p.hdim_q, rq, p.nhead_q, nb, block_m, p.q_row_stride, p.q_head_stride,
                          p.q_batch_stride) &&
            encode_map_4d(a.tma_k, p.k, p.hdim_q, rk, p.nhead_k, nb, block_n, p.k_row_stride, p.k_head_stride,
@@ -847,11 +861,13 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
 // s = 512 / 2k / 16k 349 / 475 / 555 -> 358 / 493 / 578, causal 512 / 1k / 2k / 16k 235 / 318 / 387 / 513 -> 217 /
 // 307 / 392 / 544; d64 (persistent) non-causal 512 / 2k / 8k / 16k 342 / 419 / 442 / 447 -> 358 / 444 / 479 / 486,
 // causal 8k / 16k 411 / 441 -> 440 / 488, 2k even (327 / 325).
-template <typename Element, int kHeadDim, int kWideN, int kNarrowN = (kWideN < 128 ? kWideN : 128)>
+// d192 / d_v 128 (DeepSeek's prefill shape): 128 keys for every call.
+template <typename Element, int kHeadDim, int kWideN, int kHeadDimV = kHeadDim,
+          int kNarrowN = (kWideN < 128 ? kWideN : 128)>
 struct Sm90FwdInstance
 {
-    using Narrow = Sm90FwdTraits<Element, kHeadDim, kNarrowN>;
-    using Wide   = Sm90FwdTraits<Element, kHeadDim, kWideN>;
+    using Narrow = Sm90FwdTraits<Element, kHeadDim, kNarrowN, kHeadDimV>;
+    using Wide   = Sm90FwdTraits<Element, kHeadDim, kWideN, kHeadDimV>;
     static constexpr int kWideMinRowsCausal = 2048;
     static constexpr int kSmemBytes = Narrow::kSmemBytes > Wide::kSmemBytes ? Narrow::kSmemBytes : Wide::kSmemBytes;
 };

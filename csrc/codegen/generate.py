@@ -70,10 +70,12 @@ apply_tile_override(CK_FWD_TILES, "MHA_TILE_OVERRIDE")
 # Three warpgroups: a TMA producer and two wgmma consumers of 64 rows each. "plain" only (no mask, causal).
 # block_n is the wide block (176 keys); the d64 / d128 instances also hold a 128-key kernel for short causal calls
 # (csrc/asm/sm90_fwd.cuh, Sm90FwdInstance, has the measurements).
-# d256: 80-key blocks for every call (Q 64 KB + two stages of K / V 40 KB each: 225 KB of shared memory).
+# d256: 80-key blocks for every call (Q 64 KB + two stages of K / V 40 KB each: 225 KB of shared memory); d192 /
+# d_v 128: 128-key blocks (Q 48 KB + two stages of K 48 KB and V 32 KB: 209 KB).
 ASM_FWD_TILES = {
     (64, 64): (128, 176, 12),
     (128, 128): (128, 176, 12),
+    (192, 128): (128, 128, 12),
     (256, 256): (128, 80, 12),
 }
 # Experiments: MHA_ASM_TILE_OVERRIDE="128x128=128,176,12" replaces asm tiles.
@@ -260,7 +262,7 @@ def instance_source(i: Instance) -> str:
                   f"{i.warps}, {a_sdp}, {a_dkv}, {a_dq}, {BWD_VARIANTS[i.variant]}>")
         include, params, run = "ck/bwd_launch.cuh", "BwdParams", "run_bwd"
     elif i.api == "fwd" and i.family == "asm_v3":
-        traits = f"mha::asm90::Sm90FwdInstance<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.block_n}>"
+        traits = f"mha::asm90::Sm90FwdInstance<{CPP_DTYPE[i.dtype]}, {i.hdim}, {i.block_n}, {i.hdim_v}>"
         include, params, run = "asm/sm90_fwd.cuh", "FwdParams", "asm90::run_fwd_sm90"
     elif i.api == "bwd" and i.family == "asm_v3":
         traits = f"mha::asm90::Sm90BwdTraits<{CPP_DTYPE[i.dtype]}, {i.hdim}>"
