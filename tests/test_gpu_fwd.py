@@ -165,14 +165,14 @@ PACKED_MAX_ROWS = 256 # csrc/api/mha_fwd.cpp, kPackedFwdMaxRows
 
 def check_asm_ran(mask, sq, sk, d, h, hk, dv=None):
     """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
-    on an sm_90 GPU, a use_asm_v3 call the asm family covers (head dims up to 256, no mask or causal, top-left only
-    where sq == sk, not a GQA call of at most 256 packed rows per KV head) must have run on its smallest instance that
+    on an sm_90 GPU, a use_asm_v3 call the asm family covers (head dims up to 256, no mask or causal of either
+    corner, not a GQA call of at most 256 packed rows per KV head) must have run on its smallest instance that
     covers the head dims (hdim_q d, hdim_v dv, default d), not fallen back to ck. MHA_REQUIRE_ASM=1 asks for a build
     with every asm instance of the dtypes it runs."""
     dv = d if dv is None else dv
     pack = h // hk if h > hk else 1
     covered = (torch.cuda.get_device_capability() == (9, 0) and max(d, dv) <= 256 and sq > 0 and
-               (mask != "causal_top_left" or sq == sk) and not (pack > 1 and sq * pack <= PACKED_MAX_ROWS))
+               not (pack > 1 and sq * pack <= PACKED_MAX_ROWS))
     if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
         name = aiter_mha.last_kernel_name()
         want = f"_asm_v3_{'bf16' if '_bf16_' in name else 'fp16'}_{asm_fwd_instance_tag(d, dv)}_"
@@ -315,6 +315,11 @@ def test_use_asm_v3(mask, d):
     ("bf16", 128, 128, "causal_top_left", 2, 40, 8, 2100, 2100),
     ("fp16", 128, 128, "causal_bottom_right", 2, 40, 40, 2100, 2100),
     ("bf16", 64, 64, "causal_bottom_right", 2, 40, 8, 2100, 2100),
+    # top-left with sq != sk (the diagonal at row 0's key 0): more keys than rows, and rows past the last key that see
+    # every key
+    ("bf16", 128, 128, "causal_top_left", 2, 16, 16, 700, 1500),
+    ("fp16", 64, 64, "causal_top_left", 2, 16, 8, 1500, 600),
+    ("bf16", 256, 256, "causal_top_left", 2, 8, 8, 300, 1000),
     # bottom-right with sq > sk: CTAs mixing tiles without keys and tiles with keys
     ("bf16", 128, 128, "causal_bottom_right", 4, 40, 40, 3000, 700),
     ("fp16", 64, 64, "causal_bottom_right", 3, 64, 64, 640, 300),

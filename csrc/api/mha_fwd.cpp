@@ -236,8 +236,8 @@ const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v
 }
 
 // The asm instance that would run this call, or nullptr with the reason in `why_not`. The asm family covers
-// no mask, bottom-right causal, and top-left causal when seqlen_q == seqlen_k (the same mask; group mode: top-left
-// causal too, each sequence's diagonal from its own lengths), in batch and group mode, on sm_90 only.
+// no mask and causal masks of either corner (the kernel takes each sequence's diagonal from its own lengths), in
+// batch and group mode, on sm_90 only.
 const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::string& why_not)
 {
     if (!a.use_asm_v3)
@@ -246,8 +246,7 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
         return nullptr;
     }
     const bool g      = a.is_group_mode;
-    const bool causal = (a.mask_type == 2 || (a.mask_type == 1 && (g || a.seqlen_q == a.seqlen_k))) &&
-                        a.window_size_left == -1 && a.window_size_right == 0;
+    const bool causal = (a.mask_type == 1 || a.mask_type == 2) && a.window_size_left == -1 && a.window_size_right == 0;
     if (a.mask_type != 0 && !causal)
     {
         why_not = "only no mask and causal masks are covered";
