@@ -5,7 +5,8 @@
 //   ragged   batch-mode mha_fwd_splitkv with per-sequence key counts below the cache's capacity (dense and paged,
 //            NaN past every sequence; key counts past the cache clamp to it) vs mha_fwd in group mode
 //   padding  batch-mode mha_fwd with cu_seqlen_q / cu_seqlen_k (lengths past the padding clamp to it; padded rows
-//            untouched) vs one call per batch
+//            untouched) vs one call per batch; group mode with cu_seqlen_q / cu_seqlen_k logical lengths inside
+//            padded segments (NaN padding) vs one batch-mode call per sequence; ck and asm families
 //   graph    a split-KV decode step captured into a CUDA graph replays bit for bit what the eager call wrote (cluster
 //            merge, merge inside the split grid, combine kernel, placement clusters)
 //   masked   masked speculative-decode steps of 17 to 64 rows per KV head over a dense cache vs mha_fwd
@@ -635,6 +636,136 @@ bool prefill_batch_case(const char* name, std::vector<int> table_keys, int cap, 
     return ok;
 }
 
+// Two NaN-poisoned outputs of on bf16 O elements and ln fp32 LSE entries each (the reference's and the call's).
+void alloc_poisoned(size_t on, size_t ln, bf16*& o1, bf16*& o2, float*& l1, float*& l2)
+{
+    CHECK(cudaMalloc(&o1, on * 2));
+    CHECK(cudaMalloc(&o2, on * 2));
+    CHECK(cudaMalloc(&l1, ln * 4));
+    CHECK(cudaMalloc(&l2, ln * 4));
+    for (void* x : {(void*)o1, (void*)o2})
+        CHECK(cudaMemset(x, 0xFF, on * 2));
+    for (void* x : {(void*)l1, (void*)l2})
+        CHECK(cudaMemset(x, 0xFF, ln * 4));
+}
+
+// mha_fwd(a), and with MHA_REQUIRE_ASM=1 (a build with the asm instances, on sm_90) a use_asm_v3 call must not have
+// fallen back to ck. False (with the reason printed for the latter) when either fails.
+bool run_fwd_asm_checked(const char* name, const aiter::mha_fwd_args& a)
+{
+    if (aiter::mha_fwd(a, ck_tile::stream_config{}) < 0)
+        return false;
+    const char* req = std::getenv("MHA_REQUIRE_ASM");
+    if (a.use_asm_v3 && req && std::string(req) == "1" &&
+        std::string(aiter::mha_get_last_kernel_name()).find("_asm_v3_") == std::string::npos)
+    {
+        std::printf("%s FAIL: ran %s, not an asm instance\n", name, aiter::mha_get_last_kernel_name());
+        return false;
+    }
+    return true;
+}
+
+// Rows that no call may write: the elements of O row `o` (d values) and LSE entry `l` of both outputs that lost their
+// poison (all-ones bits) are counted, then all are zeroed for compare(), which treats NaN as an error.
+size_t poison_lost(std::vector<bf16>& oa, std::vector<bf16>& ob, std::vector<float>& la, std::vector<float>& lb,
+                   size_t l, size_t o, int d)
+{
+    size_t touched = 0;
+    uint32_t wa, wb;
+    std::memcpy(&wa, &la[l], 4), std::memcpy(&wb, &lb[l], 4);
+    touched += wa != 0xFFFFFFFFu || wb != 0xFFFFFFFFu;
+    la[l] = lb[l] = 0.f;
+    for (int c = 0; c < d; ++c)
+    {
+        uint16_t xa, xb;
+        std::memcpy(&xa, &oa[o + c], 2), std::memcpy(&xb, &ob[o + c], 2);
+        touched += xa != 0xFFFFu || xb != 0xFFFFu;
+        oa[o + c] = ob[o + c] = __float2bfloat16(0.f);
+    }
+    return touched;
+}
+
+// Group mode with logical lengths: cu_seqlen_q / cu_seqlen_k (cumulative logical lengths) inside longer physical
+// segments (seqstart_q / seqstart_k) whose padding rows of q, k and v hold NaN, against one batch-mode call per
+// sequence over exactly its rows. Padding rows of O and LSE must keep their poison.
+bool group_logical_case(const char* name, std::vector<int> lq, std::vector<int> lk, std::vector<int> pad_q,
+                        std::vector<int> pad_k, bool causal, uint32_t seed, bool use_asm_v3)
+{
+    const int b = int(lq.size()), h = 8, hk = 2, d = 128;
+    std::mt19937 g(seed);
+    std::vector<int> sq(b + 1, 0), sk(b + 1, 0), cq(b + 1, 0), ck(b + 1, 0);
+    for (int i = 0; i < b; ++i)
+    {
+        sq[i + 1] = sq[i] + lq[i] + pad_q[i], sk[i + 1] = sk[i] + lk[i] + pad_k[i];
+        cq[i + 1] = cq[i] + lq[i], ck[i + 1] = ck[i] + lk[i];
+    }
+    const int tq = sq[b], tk = sk[b], max_q = *std::max_element(lq.begin(), lq.end());
+    auto q = random_bf16(size_t(tq) * h * d, g), k = random_bf16(size_t(tk) * hk * d, g),
+         v = random_bf16(size_t(tk) * hk * d, g);
+    const bf16 nan = __float2bfloat16(std::nanf(""));
+    for (int i = 0; i < b; ++i)
+    {
+        std::fill(q.begin() + size_t(sq[i] + lq[i]) * h * d, q.begin() + size_t(sq[i + 1]) * h * d, nan);
+        std::fill(k.begin() + size_t(sk[i] + lk[i]) * hk * d, k.begin() + size_t(sk[i + 1]) * hk * d, nan);
+        std::fill(v.begin() + size_t(sk[i] + lk[i]) * hk * d, v.begin() + size_t(sk[i + 1]) * hk * d, nan);
+    }
+    const size_t on = size_t(tq) * h * d, ln = size_t(h) * tq;
+    bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *o1 = nullptr, *o2 = nullptr;
+    int *dsq = upload(sq), *dsk = upload(sk), *dcq = upload(cq), *dck = upload(ck);
+    float *l1 = nullptr, *l2 = nullptr;
+    alloc_poisoned(on, ln, o1, o2, l1, l2);
+
+    aiter::mha_fwd_args a{};
+    a.data_type = "bf16", a.is_group_mode = true, a.has_lse = true;
+    a.q_ptr = dq, a.k_ptr = dk, a.v_ptr = dv, a.o_ptr = o2, a.lse_ptr = l2;
+    a.seqstart_q_ptr = dsq, a.seqstart_k_ptr = dsk, a.cu_seqlen_q_ptr = dcq, a.cu_seqlen_k_ptr = dck;
+    a.batch = b, a.max_seqlen_q = max_q, a.hdim_q = a.hdim_v = d, a.nhead_q = h, a.nhead_k = hk;
+    a.scale_s = 1.f / std::sqrt(float(d));
+    a.stride_q = a.stride_o = h * d, a.stride_k = a.stride_v = hk * d;
+    a.nhead_stride_q = a.nhead_stride_o = a.nhead_stride_k = a.nhead_stride_v = d;
+    a.nhead_stride_lse = tq;
+    a.window_size_left = -1, a.window_size_right = causal ? 0 : -1, a.mask_type = causal ? 2 : 0;
+    a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
+    a.use_asm_v3 = use_asm_v3;
+    bool ok = run_fwd_asm_checked(name, a);
+    for (int i = 0; ok && i < b; ++i)
+    {
+        if (lq[i] == 0)
+            continue;
+        aiter::mha_fwd_args r = a; // sequence i alone in batch mode, exactly its rows
+        r.is_group_mode = false, r.seqstart_q_ptr = r.seqstart_k_ptr = r.cu_seqlen_q_ptr = r.cu_seqlen_k_ptr = nullptr;
+        r.batch = 1, r.seqlen_q = r.max_seqlen_q = lq[i], r.seqlen_k = lk[i];
+        r.q_ptr = dq + size_t(sq[i]) * h * d, r.o_ptr = o1 + size_t(sq[i]) * h * d;
+        r.k_ptr = dk + size_t(sk[i]) * hk * d, r.v_ptr = dv + size_t(sk[i]) * hk * d;
+        r.lse_ptr = l1 + sq[i];
+        r.batch_stride_q = r.batch_stride_o = lq[i] * h * d, r.batch_stride_k = r.batch_stride_v = std::max(lk[i], 1) * hk * d;
+        r.batch_stride_lse = h * tq;
+        ok = aiter::mha_fwd(r, ck_tile::stream_config{}) >= 0;
+    }
+    CHECK(cudaDeviceSynchronize());
+    if (!ok)
+        std::printf("%s FAIL: %s\n", name, aiter::mha_get_last_error());
+    else
+    {
+        // padding rows (and the rows of sequences without queries): both buffers keep the poison; compared as bits,
+        // then zeroed for compare(), which treats NaN as an error
+        auto oa = download(o1, on), ob = download(o2, on);
+        auto la = download(l1, ln), lb = download(l2, ln);
+        size_t touched = 0;
+        for (int i = 0; i < b; ++i)
+            for (int row = sq[i] + lq[i]; row < sq[i + 1]; ++row)
+                for (int hh = 0; hh < h; ++hh)
+                    touched += poison_lost(oa, ob, la, lb, size_t(hh) * tq + row, (size_t(row) * h + hh) * d, d);
+        if (touched)
+            std::printf("%s FAIL: %zu padded O / LSE elements written\n", name, touched);
+        ok = compare(name, oa, ob, la, lb) && touched == 0;
+    }
+    for (void* x : {(void*)dq, (void*)dk, (void*)dv, (void*)o1, (void*)o2, (void*)l1, (void*)l2, (void*)dsq,
+                    (void*)dsk, (void*)dcq, (void*)dck})
+        cudaFree(x);
+    return ok;
+}
+
 // Batch-mode padding: mha_fwd over [b, sq_pad] queries and [b, sk_pad] keys with per-batch lengths from
 // cu_seqlen_q / cu_seqlen_k (differences; lengths above the padded ones clamp to them) vs one batch-mode call per
 // batch over exactly its rows. Rows past a batch's length must keep the poison in O and LSE. nan_pad: the padded
@@ -666,14 +797,7 @@ bool padding_case(const char* name, std::vector<int> lq, std::vector<int> lk, in
     bf16 *dq = upload(q), *dk = upload(k), *dv = upload(v), *o1 = nullptr, *o2 = nullptr;
     int *dcq = upload(cq), *dck = upload(ck);
     float *l1 = nullptr, *l2 = nullptr;
-    CHECK(cudaMalloc(&o1, on * 2));
-    CHECK(cudaMalloc(&o2, on * 2));
-    CHECK(cudaMalloc(&l1, ln * 4));
-    CHECK(cudaMalloc(&l2, ln * 4));
-    for (void* x : {(void*)o1, (void*)o2})
-        CHECK(cudaMemset(x, 0xFF, on * 2)); // NaN
-    for (void* x : {(void*)l1, (void*)l2})
-        CHECK(cudaMemset(x, 0xFF, ln * 4));
+    alloc_poisoned(on, ln, o1, o2, l1, l2);
 
     aiter::mha_fwd_args a{};
     a.data_type = "bf16", a.is_group_mode = false, a.has_lse = true;
@@ -688,14 +812,7 @@ bool padding_case(const char* name, std::vector<int> lq, std::vector<int> lk, in
     a.window_size_left = -1, a.window_size_right = causal ? 0 : -1, a.mask_type = causal ? 2 : 0;
     a.drop_seed_offset = std::pair<uint64_t, uint64_t>{0, 0};
     a.use_asm_v3 = use_asm_v3; // the asm (wgmma) family where it covers the call, else ck
-    bool ok = aiter::mha_fwd(a, ck_tile::stream_config{}) >= 0;
-    // MHA_REQUIRE_ASM=1 (a build with the asm instances, on sm_90): the call must not have fallen back to ck
-    if (ok && use_asm_v3 && std::getenv("MHA_REQUIRE_ASM") && std::string(std::getenv("MHA_REQUIRE_ASM")) == "1" &&
-        std::string(aiter::mha_get_last_kernel_name()).find("_asm_v3_") == std::string::npos)
-    {
-        std::printf("%s FAIL: ran %s, not an asm instance\n", name, aiter::mha_get_last_kernel_name());
-        ok = false;
-    }
+    bool ok = run_fwd_asm_checked(name, a);
     for (int i = 0; ok && i < b; ++i)
     {
         aiter::mha_fwd_args r = a; // batch i alone, exactly its (clamped) lengths
@@ -722,20 +839,8 @@ bool padding_case(const char* name, std::vector<int> lq, std::vector<int> lk, in
         for (int i = 0; i < b; ++i)
             for (int r = std::min(lq[i], sq_pad); r < sq_pad; ++r)
                 for (int hh = 0; hh < h; ++hh)
-                {
-                    const size_t l = (size_t(i) * h + hh) * sq_pad + r, o = ((size_t(i) * sq_pad + r) * h + hh) * d;
-                    uint32_t wa, wb;
-                    std::memcpy(&wa, &la[l], 4), std::memcpy(&wb, &lb[l], 4);
-                    touched += wa != 0xFFFFFFFFu || wb != 0xFFFFFFFFu;
-                    la[l] = lb[l] = 0.f;
-                    for (int c = 0; c < d; ++c)
-                    {
-                        uint16_t xa, xb;
-                        std::memcpy(&xa, &oa[o + c], 2), std::memcpy(&xb, &ob[o + c], 2);
-                        touched += xa != 0xFFFFu || xb != 0xFFFFu;
-                        oa[o + c] = ob[o + c] = __float2bfloat16(0.f);
-                    }
-                }
+                    touched += poison_lost(oa, ob, la, lb, (size_t(i) * h + hh) * sq_pad + r,
+                                           ((size_t(i) * sq_pad + r) * h + hh) * d, d);
         if (touched)
             std::printf("%s FAIL: %zu padded O / LSE elements written\n", name, touched);
         ok = compare(name, oa, ob, la, lb) && touched == 0;
@@ -1388,6 +1493,16 @@ int main()
                        true);
     ok &= padding_case("padding batch mode ck NaN padding", {200, 129, 1}, {177, 333, 90}, 256, 512, true, 18, false,
                        true);
+    // group mode with cu_seqlen_q / cu_seqlen_k logical lengths inside padded segments (NaN padding): sequences
+    // shorter than a query / key block, just past one, without queries, without keys
+    for (int fam = 0; fam < 2; ++fam)
+        for (int causal = 0; causal < 2; ++causal)
+        {
+            char name[96];
+            std::snprintf(name, sizeof(name), "group logical lengths %s%s", fam ? "asm" : "ck", causal ? " causal" : "");
+            ok &= group_logical_case(name, {200, 1, 129, 0, 300, 90}, {177, 90, 1, 50, 400, 0}, {3, 5, 0, 7, 1, 2},
+                                     {9, 0, 4, 2, 6, 3}, causal == 1, 30 + 2 * fam + causal, fam == 1);
+        }
     ok &= bigpool_case();
     // cache capacity 3000 (94 key blocks of 32): lengths that end on, just after and just before a block, one key,
     // and splits left empty by short sequences; 3 and 8 splits merge in clusters, 16 in the combine kernel, 0 is
