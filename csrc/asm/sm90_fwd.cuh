@@ -15,7 +15,8 @@
 // copied from further back instead, its box ending at the sequence's last row: the last query block of a sequence
 // of at least 128 rows (rows already computed by the previous block are not stored again) and the last key block of
 // one of at least kBlockN keys (keys the previous block had are masked). A sequence shorter than one block is
-// copied with cp.async by a second producer warp, the rows past it zero-filled.
+// copied with cp.async by a second producer warp, the rows past it zero-filled. The consumers read no sequence array:
+// the producer hands them each tile's record through the Q barrier (`rec`).
 
 #include "../common/driver_api.h"
 #include "../common/func_attr.h"
@@ -68,9 +69,10 @@ struct Sm90FwdTraits
     static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
     static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
-    // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers (kVarlen: two more and a
-    // 16-byte request of the cp.async warp)
-    static constexpr int kSmemBytes = 1024 + kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 + 3 * kStages) + 16;
+    // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers (kVarlen: two more, a
+    // 16-byte request of the cp.async warp and two 32-byte tile records)
+    static constexpr int kSmemBytes =
+        1024 + kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 + 3 * kStages) + 16 + 64;
     static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "Q / K rows of whole swizzle atoms");
     static_assert(kHeadDimV == 64 || kHeadDimV == 128 || kHeadDimV == 256, "the PV GEMM atoms instantiated below");
     static_assert(kBlockN == 80 || kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
@@ -357,6 +359,10 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     uint64_t* req_full  = empty_kv + kStages; // kVarlen: warp 0 -> warp 1 copy requests, one at a time
     uint64_t* req_empty = req_full + 1;
     int* req            = reinterpret_cast<int*>(req_empty + 1); // kind, stage, head, batch
+    // kVarlen: the tile records, one per Q load (slot q_loads % 2): m0 (-1: no more tiles), head, batch, n_blocks,
+    // sq, sk, diag, q_row0. Written by the producer before the load's full_q arrival, read by the consumers after
+    // it: they never read the sequence arrays, and tiles past a sequence's rows never reach them.
+    int* rec            = req + 4;
 
     const TileSchedule sched(p.max_seqlen_q, kBlockM, p.nhead, p.batch, p.causal != 0);
 
@@ -407,13 +413,26 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             {
                 const int hk = tc.h / p.head_ratio, m0 = tc.m_block * kBlockM;
                 const TileSeq ts   = tile_seq<kVarlen>(p, tc.b);
+                if (kVarlen && (skip || m0 >= ts.sq)) // no rows: no record
+                    continue;
                 const int n_blocks = skip || m0 >= ts.sq ? 0 : tile_blocks<Kt>(p, ts, m0);
-                if (n_blocks == 0)
+                if (!kVarlen && n_blocks == 0)
                     continue;
                 const int bc = kVarlen && p.seq.is_group ? 0 : tc.b; // the maps' batch coordinate
                 if (q_loads > 0) // the consumers' last S GEMM of the previous tile has read Q
                     mbar_wait(smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
+                if constexpr (kVarlen)
+                {
+                    int* r = rec + 8 * (q_loads & 1);
+                    r[0] = m0, r[1] = tc.h, r[2] = tc.b, r[3] = n_blocks;
+                    r[4] = ts.sq, r[5] = ts.sk, r[6] = ts.diag, r[7] = int(ts.q_row0);
+                }
                 ++q_loads;
+                if (kVarlen && n_blocks == 0) // rows without keys: the record alone (the consumers write zeros)
+                {
+                    mbar_arrive(smem_u32(full_q));
+                    continue;
+                }
                 if (kVarlen && ts.sq < kBlockM)
                     post(kReqQ, 0, tc.h, tc.b);
                 else
@@ -446,8 +465,14 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                         dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, row, hk, bc, full_v + s);
                 }
             }
-            if (kVarlen)
+            if constexpr (kVarlen)
+            {
+                if (q_loads > 0)
+                    mbar_wait(smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
+                rec[8 * (q_loads & 1)] = -1; // no more tiles
+                mbar_arrive(smem_u32(full_q));
                 post(kReqEnd, 0, 0, 0);
+            }
         }
         else if (kVarlen && warp == 1)
         {
@@ -517,23 +542,41 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     float s[kSRegs];
     uint32_t pa[kBlockN / 16][4];
     int q_loads = 0, fill = 0;
-    TileCoord tc;
-    bool skip;
-    for (int64_t k = 0; sched.get(k, tc, skip); ++k)
+    for (int64_t k = 0;; ++k)
     {
-        if (skip)
-            continue;
-        const int m0     = tc.m_block * kBlockM;
-        const TileSeq ts = tile_seq<kVarlen>(p, tc.b);
-        // -1: past the sequence's rows (or a skipped sequence), nothing loaded, nothing written. kVarlen: broadcast
-        // from lane 0 so that the compiler knows it warp-uniform: `fill` (the ring's stage and phase) follows it, and
-        // the GEMM descriptors derived from the stage stay in uniform registers (from the sequence arrays, loaded per
-        // thread, they moved to per-thread ones plus R2UR conversions: -4 to -10%, H200)
-        int n_blocks = m0 >= ts.sq ? -1 : tile_blocks<Kt>(p, ts, m0);
+        TileCoord tc;
+        TileSeq ts;
+        int m0, n_blocks;
         if constexpr (kVarlen)
-            n_blocks = __shfl_sync(0xffffffffu, n_blocks, 0);
-        if (n_blocks < 0)
-            continue;
+        {
+            // the producer's record of the next tile with rows. m0 and n_blocks broadcast from lane 0 so that the
+            // compiler knows them warp-uniform: `fill` (the ring's stage and phase) follows n_blocks, and the GEMM
+            // descriptors derived from the stage stay in uniform registers (loaded per thread, they moved to
+            // per-thread ones plus R2UR conversions: -4 to -10%, H200)
+            mbar_wait(smem_u32(full_q), uint32_t(q_loads & 1));
+            const int* r = rec + 8 * (q_loads & 1);
+            ++q_loads;
+            m0 = __shfl_sync(0xffffffffu, r[0], 0);
+            if (m0 < 0)
+                break;
+            n_blocks = __shfl_sync(0xffffffffu, r[3], 0);
+            ts.sq = r[4], ts.sk = r[5], ts.diag = r[6]; // head, batch and rows: read again at the epilogue
+            if (n_blocks == 0 && lane == 0) // no key to see: Q was not loaded (one arrival per consumer warp)
+                mbar_arrive(smem_u32(empty_q));
+        }
+        else
+        {
+            bool skip;
+            if (!sched.get(k, tc, skip))
+                break;
+            if (skip)
+                continue;
+            m0 = tc.m_block * kBlockM;
+            ts = tile_seq<kVarlen>(p, tc.b);
+            n_blocks = m0 >= ts.sq ? -1 : tile_blocks<Kt>(p, ts, m0); // -1: nothing loaded, nothing written
+            if (n_blocks < 0)
+                continue;
+        }
         // the tile's first row: kVarlen, the last query block of a sequence of 128 rows or more was copied from row
         // sq - 128 on (rows below m0 are computed again, not stored)
         const int r0   = kVarlen && ts.sq >= kBlockM ? min(m0, ts.sq - kBlockM) : m0;
@@ -545,8 +588,11 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 
         if (n_blocks > 0)
         {
-            mbar_wait(smem_u32(full_q), uint32_t(q_loads & 1));
-            ++q_loads;
+            if constexpr (!kVarlen)
+            {
+                mbar_wait(smem_u32(full_q), uint32_t(q_loads & 1));
+                ++q_loads;
+            }
             const uint32_t q_base = smem_u32(sQ) + 64 * cw * Kt::kAtomRows;
 
             // S = Q K_blk^T for the stage's K (issued, not waited for)
@@ -702,9 +748,16 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             fill += n_blocks;
         }
 
-        // epilogue: O / row sum (bf16 / fp16 pairs), LSE. The sequence's rows are read again (cached): kept from the
-        // tile's start, they would hold registers through the key loop.
-        const TileSeq te = tile_seq<kVarlen>(p, tc.b);
+        // epilogue: O / row sum (bf16 / fp16 pairs), LSE. The sequence's rows are read again (the tile record, or
+        // the kernel parameters): kept from the tile's start, they would hold registers through the key loop.
+        TileSeq te;
+        if constexpr (kVarlen)
+        {
+            const int* r = rec + 8 * ((q_loads - 1) & 1);
+            tc.m_block = r[0] / kBlockM, tc.h = r[1], tc.b = r[2], te.sq = r[4], te.q_row0 = r[7];
+        }
+        else
+            te = tile_seq<kVarlen>(p, tc.b);
         const bool group = kVarlen && p.seq.is_group;
         Element* out = static_cast<Element*>(p.o) + int64_t(tc.h) * p.o_head_stride +
                        (group ? te.q_row0 * p.o_row_stride : int64_t(tc.b) * p.o_batch_stride);
