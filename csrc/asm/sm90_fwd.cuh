@@ -383,8 +383,10 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     }
     __syncthreads();
 
-    // Both roles walk the same tiles and count the same Q loads (tiles with no visible key load none) and K / V
-    // blocks (`fill`, over all of the CTA's tiles: ring stage fill % kStages, its use number fill / kStages).
+    // Both roles count the same Q loads and K / V blocks (`fill`, over all of the CTA's tiles: ring stage
+    // fill % kStages, its use number fill / kStages). Batch mode: both walk the same tiles, and tiles with no visible
+    // key load no Q. kVarlen: every full_q phase is a tile record (a tile with rows, with or without a Q load, or the
+    // last record); the consumers walk the records.
     if (wg == 0)
     {
         // producers. Warp 0's lane 0 waits for free buffers in order and issues the tensor copies. kVarlen: a
@@ -561,8 +563,12 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 break;
             n_blocks = __shfl_sync(0xffffffffu, r[3], 0);
             ts.sq = r[4], ts.sk = r[5], ts.diag = r[6]; // head, batch and rows: read again at the epilogue
-            if (n_blocks == 0 && lane == 0) // no key to see: Q was not loaded (one arrival per consumer warp)
-                mbar_arrive(smem_u32(empty_q));
+            if (n_blocks == 0) // no key to see: Q was not loaded (one arrival per consumer warp)
+            {
+                __syncwarp(); // every lane is past its reads of the slot this arrival lets the producer overwrite
+                if (lane == 0)
+                    mbar_arrive(smem_u32(empty_q));
+            }
         }
         else
         {
