@@ -68,6 +68,14 @@ def asm_fwd_instance_tag(hdim_q, hdim_v):
     return f"d{q}" if q == v else f"d{q}_dv{v}"
 
 
+def varlen_asm_problem(table, name, mask_type):
+    """One entry of a VARLEN_ASM table (test_gpu_fwd_features.py, test_gpu_bwd.py) as (lens, h, hk, d, dv, dtype name,
+    the other Varlen options): d_v defaults to d; fp16 for top-left causal (mask_type 1), else bf16."""
+    cfg = dict(table[name])
+    d = cfg.pop("d")
+    return cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, cfg.pop("dv", d), "bf16" if mask_type != 1 else "fp16", cfg
+
+
 def require_all_kernels():
     """True when "not in this build" must fail a GPU test instead of skipping it (MHA_REQUIRE_ALL_KERNELS=1)."""
     return os.environ.get("MHA_REQUIRE_ALL_KERNELS") == "1"

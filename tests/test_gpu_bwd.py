@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _mha_paths import gpu_test_modules  # noqa: E402
-from conftest import require_all_kernels  # noqa: E402
+from conftest import require_all_kernels, varlen_asm_problem  # noqa: E402
 
 torch, aiter_mha = gpu_test_modules("GPU backward tests")
 
@@ -658,12 +658,8 @@ VARLEN_ASM = {
 @pytest.mark.parametrize("name", list(VARLEN_ASM))
 @pytest.mark.parametrize("mask_type", [0, 1, 2])
 def test_varlen_asm(name, mask_type):
-    cfg = dict(VARLEN_ASM[name])
-    d = cfg.pop("d")
-    dv = cfg.pop("dv", d)
-    dt = "bf16" if mask_type != 1 else "fp16"
-    V = Varlen(cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type),
-               **cfg)
+    lens, h, hk, d, dv, dt, opts = varlen_asm_problem(VARLEN_ASM, name, mask_type)
+    V = Varlen(lens, h, hk, d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type), **opts)
     V.run(Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
           f"varlen asm {name} {dt} mask={mask_type}", use_asm_v3=True)
 

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _mha_paths import gpu_test_modules  # noqa: E402
-from conftest import asm_fwd_instance_tag, require_all_kernels  # noqa: E402
+from conftest import asm_fwd_instance_tag, require_all_kernels, varlen_asm_problem  # noqa: E402
 
 torch, aiter_mha = gpu_test_modules("GPU feature tests")
 
@@ -591,12 +591,8 @@ VARLEN_ASM = {
 @pytest.mark.parametrize("mask_type", [0, 1, 2])
 @pytest.mark.parametrize("family", ["ck", "asm"])
 def test_varlen_asm(name, mask_type, family):
-    cfg = dict(VARLEN_ASM[name])
-    d = cfg.pop("d")
-    dv = cfg.pop("dv", d)
-    dt = "bf16" if mask_type != 1 else "fp16"
-    V = Varlen(cfg.pop("lens"), cfg.pop("h"), cfg.pop("hk"), d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type),
-               **cfg)
+    lens, h, hk, d, dv, dt, opts = varlen_asm_problem(VARLEN_ASM, name, mask_type)
+    V = Varlen(lens, h, hk, d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type), **opts)
     V.run(Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
           f"varlen asm {name} {dt} mask={mask_type} {family}", use_asm_v3=family == "asm")
 
