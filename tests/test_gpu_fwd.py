@@ -311,8 +311,9 @@ def test_use_asm_v3(mask, d):
 
 @pytest.mark.parametrize("dt, d, dv, mask, b, h, hk, sq, sk", [
     # persistent grid (more tiles than SMs), causal row blocks in pairs: an odd count (17), both corners, the wide
-    # (176-key) causal kernel (sq >= 2048)
+    # (176-key) causal kernel (d64: sq >= 2048, d128: sq >= 4096)
     ("bf16", 128, 128, "causal_top_left", 2, 40, 8, 2100, 2100),
+    ("bf16", 128, 128, "causal_bottom_right", 1, 16, 4, 4200, 4200),
     ("fp16", 128, 128, "causal_bottom_right", 2, 40, 40, 2100, 2100),
     ("bf16", 64, 64, "causal_bottom_right", 2, 40, 8, 2100, 2100),
     # top-left with sq != sk (the diagonal at row 0's key 0): more keys than rows, and rows past the last key that see

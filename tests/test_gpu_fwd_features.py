@@ -564,7 +564,7 @@ def test_varlen(name, mask_type, left, right, family):
 # from further back, a sequence shorter than a block copied by cp.async), one sequence much longer than the rest,
 # causal with more queries than keys (rows that see no key), max_seqlen_q above the longest sequence, NaN in every
 # padding row of q / k / v (no copy may reach past a sequence), d != d_v, the padded head dims of the d256 instance,
-# q / k / v as views of one packed tensor, and the wide (176-key) causal kernel (max_seqlen_q of 2048 or more).
+# q / k / v as views of one packed tensor, and the wide (176-key) causal kernel (d128: max_seqlen_q of 4096 or more).
 VARLEN_ASM = {
     "long": dict(lens=[(1000, 1000), (37, 600), (513, 129), (1, 1), (300, 2049)], h=4, hk=2, d=128),
     "blocks": dict(lens=[(128, 176), (127, 175), (129, 177), (256, 352), (255, 81)], h=2, hk=2, d=128,
@@ -577,7 +577,7 @@ VARLEN_ASM = {
     "slack": dict(lens=[(200, 333), (513, 64), (0, 7)], h=2, hk=2, d=128, pad_q=True, pad_k=True, nan_pad=True,
                   max_slack=77),
     "packed": dict(lens=[(333, 333), (64, 64), (700, 700)], h=4, hk=4, d=64, packed=True),
-    "wide_causal": dict(lens=[(2100, 2100), (150, 3000), (2048, 1000)], h=2, hk=1, d=128, pad_k=True,
+    "wide_causal": dict(lens=[(4200, 4200), (150, 5000), (4096, 1000)], h=2, hk=1, d=128, pad_k=True,
                         nan_pad=True),
     # one KV head of 512-byte rows: the tensor map's made-up stride for the single head (rows x row stride) must
     # stay under the encoder's 2^40 bytes

@@ -58,6 +58,15 @@ struct Sm90FwdTraits
     static constexpr int kBlockN      = kBlockN_;  // keys per block: 128 or 176 (d256: 80)
     // ring stages: d64 three (two lost 1-6%, H100), d128 two (the shared memory's limit at 176-key blocks)
     static constexpr int kStages      = kHeadDim <= 64 ? 3 : 2;
+    // A two-stage ring frees a stage's K when its S GEMM is done and its V when its PV GEMM is (kSplitKv), so the
+    // block after next's K loads while the current block's softmax runs. Freed together after the PV GEMM, a block's
+    // K / V could only load during the block before it (the S and PV GEMMs in flight hold both stages), and at
+    // short or memory-bound sequences the S GEMM waited for its K. H200, bf16, 16k tokens, TFLOP/s, together ->
+    // split, s = 512 / 2k / 16k non-causal: d128 426 / 547 / 635 -> 476 / 649 / 718, d192 / d_v 128 (1k / 2k / 16k)
+    // 506 / 555 / 624 -> 638 / 717 / 746, d256 381 / 520 / 562 -> 454 / 705 / 808; causal +7-37%. (d128's 128-key
+    // blocks in three stages, freed together, gained about half as much.) d64's three stages keep one release: split
+    // there, the extra wait and arrival per block lost 1-4%.
+    static constexpr bool kSplitKv    = kStages == 2;
     static constexpr int kConsumers   = 2;         // consumer warpgroups
     static constexpr int kThreads     = 128 * (kConsumers + 1);
     static constexpr int kAtoms       = kHeadDim / 64;  // 64-column (128-byte) swizzle atoms per Q / K row
@@ -72,7 +81,7 @@ struct Sm90FwdTraits
     // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers (kVarlen: two more, a
     // 16-byte request of the cp.async warp and two 32-byte tile records)
     static constexpr int kSmemBytes =
-        1024 + kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 + 3 * kStages) + 16 + 64;
+        1024 + kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 + (kSplitKv ? 4 : 3) * kStages) + 16 + 64;
     static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "Q / K rows of whole swizzle atoms");
     static_assert(kHeadDimV == 64 || kHeadDimV == 128 || kHeadDimV == 256, "the PV GEMM atoms instantiated below");
     static_assert(kBlockN == 80 || kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
@@ -355,8 +364,10 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     uint64_t* empty_q  = full_q + 1;
     uint64_t* full_k   = empty_q + 1;
     uint64_t* full_v   = full_k + kStages;
-    uint64_t* empty_kv = full_v + kStages;
-    uint64_t* req_full  = empty_kv + kStages; // kVarlen: warp 0 -> warp 1 copy requests, one at a time
+    uint64_t* empty_k  = full_v + kStages;  // the stage's K is read (kSplitKv: its S GEMM is done), else K and V
+    uint64_t* empty_v  = empty_k + kStages; // kSplitKv: the stage's V is read (its PV GEMM is done)
+    // kVarlen: warp 0 -> warp 1 copy requests, one at a time
+    uint64_t* req_full  = empty_v + (Kt::kSplitKv ? kStages : 0);
     uint64_t* req_empty = req_full + 1;
     int* req            = reinterpret_cast<int*>(req_empty + 1); // kind, stage, head, batch
     // kVarlen: the tile records, one per Q load (slot q_loads % 2): m0 (-1: no more tiles), head, batch, n_blocks,
@@ -375,7 +386,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
         {
             mbar_init(smem_u32(full_k + s), 1);
             mbar_init(smem_u32(full_v + s), 1);
-            mbar_init(smem_u32(empty_kv + s), Kt::kConsumers * 4);
+            mbar_init(smem_u32(empty_k + s), Kt::kConsumers * 4);
+            if (Kt::kSplitKv)
+                mbar_init(smem_u32(empty_v + s), Kt::kConsumers * 4);
         }
         mbar_init(smem_u32(req_full), 1);
         mbar_init(smem_u32(req_empty), 1);
@@ -448,10 +461,13 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 for (int it = 0; it < n_blocks; ++it, ++fill)
                 {
                     const int s = fill % kStages;
+                    const uint32_t ph = uint32_t(((fill / kStages) & 1) ^ 1); // the stage's previous use, read
                     if (fill >= kStages)
-                        mbar_wait(smem_u32(empty_kv + s), uint32_t(((fill / kStages) & 1) ^ 1));
+                        mbar_wait(smem_u32(empty_k + s), ph);
                     if (kVarlen && ts.sk < kBlockN)
                     {
+                        if (Kt::kSplitKv && fill >= kStages)
+                            mbar_wait(smem_u32(empty_v + s), ph);
                         post(kReqKv, s, hk, tc.b);
                         continue;
                     }
@@ -462,6 +478,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                     mbar_expect_tx(smem_u32(full_k + s), Kt::kKBytes);
                     for (int a = 0; a < kAtoms; ++a)
                         dev::tma_load(k_dst + a * kBlockN * Kt::kAtomRows, p.tma_k, 64 * a, row, hk, bc, full_k + s);
+                    if (Kt::kSplitKv && fill >= kStages)
+                        mbar_wait(smem_u32(empty_v + s), ph);
                     mbar_expect_tx(smem_u32(full_v + s), Kt::kVBytes);
                     for (int a = 0; a < kAtomsV; ++a)
                         dev::tma_load(v_dst + a * kBlockN * Kt::kAtomRows, p.tma_v, 64 * a, row, hk, bc, full_v + s);
@@ -717,6 +735,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             turn_pass();
             cute::warpgroup_wait<0>();
             dev::fence_regs(s);
+            if (Kt::kSplitKv)
+                release(empty_k + stage(fill));
             if (n_blocks == 1) // the tile's last S GEMM has read Q
                 release(empty_q);
             mask(0);
@@ -733,13 +753,15 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 turn_pass();
                 cute::warpgroup_wait<1>(); // this block's S is in; the previous block's PV GEMM may still run
                 dev::fence_regs(s);
+                if (Kt::kSplitKv)
+                    release(empty_k + stage(cur));
                 if (it == n_blocks - 1)
                     release(empty_q);
                 mask(it);
                 softmax();
                 cute::warpgroup_wait<0>(); // the PV GEMM has read pa and written o
                 dev::fence_regs(o);
-                release(empty_kv + stage(prev));
+                release((Kt::kSplitKv ? empty_v : empty_k) + stage(prev));
                 rescale_o();
                 pack();
             }
@@ -750,7 +772,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             turn_pass();
             cute::warpgroup_wait<0>();
             dev::fence_regs(o);
-            release(empty_kv + stage(last));
+            release((Kt::kSplitKv ? empty_v : empty_k) + stage(last));
             fill += n_blocks;
         }
 
@@ -927,7 +949,9 @@ struct Sm90FwdInstance
 {
     using Narrow = Sm90FwdTraits<Element, kHeadDim, kNarrowN, kHeadDimV>;
     using Wide   = Sm90FwdTraits<Element, kHeadDim, kWideN, kHeadDimV>;
-    static constexpr int kWideMinRowsCausal = 2048;
+    // d128 with K freed after its S GEMM (kSplitKv), H200, bf16, causal s = 2k: 176 keys 511, 128 keys 543 TFLOP/s;
+    // 4k even (630 / 624)
+    static constexpr int kWideMinRowsCausal = kHeadDim == 128 ? 4096 : 2048;
     static constexpr int kSmemBytes = Narrow::kSmemBytes > Wide::kSmemBytes ? Narrow::kSmemBytes : Wide::kSmemBytes;
 };
 
