@@ -392,6 +392,28 @@ def test_strided_out_keeps_surroundings(dt):
     check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), 1, -1, 0, "strided out"), "strided out")
 
 
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_asm_strided_out(dt, d):
+    """The asm forward's 16-byte O stores follow the out view's strides (rows and heads of a larger buffer) and
+    write nothing outside the view."""
+    dtype, b, sq, sk, h, hk = DTYPES[dt], 2, 300, 333, 4, 4
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("asm strided", dt, d))
+    big = torch.full((b, sq + 3, h + 2, d + 24), SENTINEL, device=DEV, dtype=dtype)
+    region = (slice(None), slice(2, 2 + sq), slice(1, 1 + h), slice(16, 16 + d))
+    out = big[region]
+    lse = torch.full((b, h, sq), math.nan, device=DEV, dtype=torch.float32)
+    out.fill_(math.nan)
+    aiter_mha.mha_fwd(q, k, v, mask="causal_top_left", out=out, lse=lse, return_lse=True, use_asm_v3=True)
+    torch.cuda.synchronize()
+    inside = torch.zeros_like(big, dtype=torch.bool)
+    inside[region] = True
+    assert (big[~inside] == SENTINEL).all(), "mha_fwd wrote outside the out view"
+    what = f"asm strided out {dt} d={d}"
+    check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), 1, -1, 0, what), what)
+    check_asm_ran("causal_top_left", sq, sk, d, h, hk)
+
+
 def test_allocated_outputs_are_dlpack_buffers():
     dtype, b, sq, sk, h, hk, d = torch.bfloat16, 2, 100, 140, 4, 1, 128
     q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("alloc"))

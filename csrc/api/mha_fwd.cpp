@@ -273,8 +273,9 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
     }
     // the tensor copies: 16-byte aligned bases and positive strides that are multiples of 16 bytes (an extent-1
     // dimension's stride is never used: broadcast K / V with stride 0 go to ck; group mode has no batch stride and
-    // rows of every sequence); the epilogue's 4-byte stores of O. invalid_argument already asks most of this of every
-    // call; the copy engine needs all of it.
+    // rows of every sequence); the epilogue's stores of O (16 bytes where its rows are 16-byte aligned, which
+    // invalid_argument asks of every call, else 4). invalid_argument already asks most of this of every call; the copy
+    // engine needs all of it.
     auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
     const auto stride_ok = asm_stride_ok;
     const int rows_q = g ? 2 : a.seqlen_q, rows_k = g ? 2 : a.seqlen_k, batches = g ? 1 : a.batch;
