@@ -7,6 +7,8 @@
 //                      in registers, O += P V by wgmma with P from registers
 // A consumer issues block i's S GEMM and block i-1's PV GEMM back to back and runs block i's softmax while the PV
 // GEMM is in flight (FlashAttention-3's intra-warpgroup overlap); the two consumers take turns issuing (ping-pong).
+// A two-stage ring frees a stage's K when its S GEMM is done and its V when its PV GEMM is (kSplitKv); O leaves in
+// 16-byte stores after a transpose inside each quad.
 // Covers no mask and causal masks (top-left or bottom-right), batch and group (varlen) mode, MQA / GQA, LSE;
 // csrc/api/mha_fwd.cpp (asm_instance) decides which calls come here.
 // Group mode and batch-mode logical lengths (kVarlen kernels; the plain batch-mode kernel is kVarlen = false): the
