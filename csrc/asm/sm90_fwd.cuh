@@ -804,6 +804,11 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             const float inv = sum > 0.f ? 1.f / sum : 0.f;
             const int row   = row0 + 8 * r;
             const bool row_ok = row < te.sq && (!kVarlen || row >= tc.m_block * kBlockM);
+            // d256's kVarlen kernel keeps the 4-byte stores: with the 16-byte ones ptxas spilled 32 registers around
+            // each tile's last PV GEMM there. H100, group mode (16 random lengths averaging s), TFLOP/s, s = 512 / 1k
+            // / 2k / 4k non-causal, 16-byte -> 4-byte: 251 / 421 / 598 / 680 -> 373 / 555 / 681 / 703 (ba2480f 330 /
+            // 441 / 512 / 548; .carry/s48/c14.sh).
+            constexpr bool kVec16 = !(kVarlen && DV == 256);
             // 16-byte stores: the quad (the row's four threads) transposes each 4 x 4 block of bf16 / fp16 pairs
             // (thread t: pair t of chunks 4c .. 4c + 3 -> all four pairs of chunk 4c + t) in two xor exchanges. A
             // warp's store then covers 64 contiguous bytes of each of its 8 rows; the pairs' 4-byte stores touched 8
@@ -815,7 +820,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             // asks every call for O strides of multiples of 8 elements and a 16-byte aligned o_ptr, so the 4-byte
             // branch only guards this kernel's own contract; written without the branch, the 16-byte stores
             // measured 6-30% slower (ptxas spilled across the tile loop and lengthened the key loop; H100, same call).
-            if (p.o_vec16)
+            if (kVec16 && p.o_vec16)
             {
                 Element* orow = out + int64_t(row) * p.o_row_stride;
 #pragma unroll
