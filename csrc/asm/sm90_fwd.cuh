@@ -955,8 +955,10 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     a.hdim_q = p.hdim_q, a.hdim_v = p.hdim_v, a.head_ratio = p.head_ratio;
     a.nhead = p.nhead_q, a.batch = p.batch;
     a.scale = p.scale, a.scale_log2 = p.scale_log2;
-    a.o_vec16 = reinterpret_cast<uintptr_t>(p.o) % 16 == 0 && p.o_row_stride % 8 == 0 && p.o_head_stride % 8 == 0 &&
-                (p.seq.is_group || p.o_batch_stride % 8 == 0);
+    // 16-byte O stores where every row starts 16-byte aligned (a stride of an extent-1 dimension is never applied)
+    a.o_vec16 = reinterpret_cast<uintptr_t>(p.o) % 16 == 0 && p.o_row_stride % 8 == 0 &&
+                (p.nhead_q == 1 || p.o_head_stride % 8 == 0) &&
+                (p.seq.is_group || p.batch == 1 || p.o_batch_stride % 8 == 0);
     a.causal       = p.mask.is_none() ? 0 : 1;
     a.bottom_right = p.mask.bottom_right ? 1 : 0;
     a.seq          = p.seq;
