@@ -366,12 +366,19 @@ def test_scale_and_causal_alias():
 
 # ------------------------------------------------------------------------------------------------ outputs
 
+# (family, d, sq, sk, hk): ck's GQA tile (h 4 on 2 KV heads), and the asm forward's 16-byte O stores per head dim
+STRIDED_OUT = [("ck", 64, 77, 129, 2)] + [("asm", d, 300, 333, 4) for d in (64, 128, 256)]
+
+
 @pytest.mark.parametrize("dt", list(DTYPES))
-def test_strided_out_keeps_surroundings(dt):
+@pytest.mark.parametrize("family, d, sq, sk, hk", STRIDED_OUT)
+def test_strided_out_keeps_surroundings(dt, family, d, sq, sk, hk):
     """out and lse are views into larger sentinel-filled buffers: the kernel must follow their strides and write
     nothing outside them."""
-    dtype, b, sq, sk, h, hk, d = DTYPES[dt], 2, 77, 129, 4, 2, 64
-    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("strided", dt))
+    dtype, b, h = DTYPES[dt], 2, 4
+    asm = family == "asm"
+    seed = seed_of("asm strided", dt, d) if asm else seed_of("strided", dt)
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed)
     big = torch.full((b, sq + 3, h + 2, d + 24), SENTINEL, device=DEV, dtype=dtype)
     region = (slice(None), slice(2, 2 + sq), slice(1, 1 + h), slice(16, 16 + d))  # 16-element offset keeps 32 B
     out = big[region]
@@ -380,7 +387,7 @@ def test_strided_out_keeps_surroundings(dt):
     lse = lse_big[lse_region]
     out.fill_(math.nan)
     lse.fill_(math.nan)
-    aiter_mha.mha_fwd(q, k, v, mask="causal_top_left", out=out, lse=lse, return_lse=True)
+    aiter_mha.mha_fwd(q, k, v, mask="causal_top_left", out=out, lse=lse, return_lse=True, use_asm_v3=asm)
     torch.cuda.synchronize()
 
     inside = torch.zeros_like(big, dtype=torch.bool)
@@ -389,29 +396,10 @@ def test_strided_out_keeps_surroundings(dt):
     lse_inside = torch.zeros_like(lse_big, dtype=torch.bool)
     lse_inside[lse_region] = True
     assert (lse_big[~lse_inside] == SENTINEL).all(), "mha_fwd wrote outside the lse view"
-    check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), 1, -1, 0, "strided out"), "strided out")
-
-
-@pytest.mark.parametrize("dt", list(DTYPES))
-@pytest.mark.parametrize("d", [64, 128, 256])
-def test_asm_strided_out(dt, d):
-    """The asm forward's 16-byte O stores follow the out view's strides (rows and heads of a larger buffer) and
-    write nothing outside the view."""
-    dtype, b, sq, sk, h, hk = DTYPES[dt], 2, 300, 333, 4, 4
-    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("asm strided", dt, d))
-    big = torch.full((b, sq + 3, h + 2, d + 24), SENTINEL, device=DEV, dtype=dtype)
-    region = (slice(None), slice(2, 2 + sq), slice(1, 1 + h), slice(16, 16 + d))
-    out = big[region]
-    lse = torch.full((b, h, sq), math.nan, device=DEV, dtype=torch.float32)
-    out.fill_(math.nan)
-    aiter_mha.mha_fwd(q, k, v, mask="causal_top_left", out=out, lse=lse, return_lse=True, use_asm_v3=True)
-    torch.cuda.synchronize()
-    inside = torch.zeros_like(big, dtype=torch.bool)
-    inside[region] = True
-    assert (big[~inside] == SENTINEL).all(), "mha_fwd wrote outside the out view"
-    what = f"asm strided out {dt} d={d}"
+    what = f"strided out {family} {dt} d={d}"
     check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), 1, -1, 0, what), what)
-    check_asm_ran("causal_top_left", sq, sk, d, h, hk)
+    if asm:
+        check_asm_ran("causal_top_left", sq, sk, d, h, hk)
 
 
 def test_allocated_outputs_are_dlpack_buffers():
