@@ -478,6 +478,30 @@ def test_gradient_outputs_not_16_byte_aligned():
     assert torch.isnan(dk_buf[..., d:]).all() and torch.isnan(dv_buf[..., d:]).all()
 
 
+@pytest.mark.parametrize("d", [64, 128])
+def test_asm_gradient_views_not_16_byte_aligned(d):
+    """The asm backward (use_asm_v3) into dQ / dK / dV views with a head stride of d + 4 elements (every other head 8
+    bytes off 16-byte alignment): sm90_bwd_convert then writes dQ's rows as 4-byte pairs from shared memory instead of
+    16-byte chunks. GQA, causal, a row count that is not a multiple of the query block; the padding stays NaN."""
+    b, sq, sk, h, hk = 2, 150, 190, 4, 2
+    q, k, v, do = make_qkv(b, sq, sk, h, hk, d, d, torch.bfloat16, seed_of("asm unaligned", d))
+    f = Feat(scale=d ** -0.5, mask_type=2, right=0)
+    out, lse, keep = forward(q, k, v, f)
+    bufs = [torch.full((b, n, hh, d + 4), NAN, device=DEV, dtype=q.dtype) for n, hh in ((sq, h), (sk, hk), (sk, hk))]
+    dq, dk, dv = (x[..., :d] for x in bufs)
+    assert dq.stride(2) % 8 != 0
+    res = call(aiter_mha.mha_bwd, do, q, k, v, out, lse, 0.0, f.scale, deterministic=False, dq=dq, dk=dk, dv=dv,
+               use_asm_v3=True, **f.bwd_mask_kwargs())
+    check_asm_bwd_ran(q, k, v, f, False)
+    assert res[0] is dq and res[1] is dk and res[2] is dv
+    torch.cuda.synchronize()
+    ref = reference_batch(q, k, v, do, f, keep, torch.float32)
+    naive = reference_batch(q, k, v, do, f, keep, q.dtype)
+    for name, got, r, n in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, naive):
+        assert_bar(got, r, n, f"asm unaligned views d{d}: {name}")
+    assert all(torch.isnan(x[..., d:]).all() for x in bufs)
+
+
 def test_library_rejection_leaves_the_callers_buffers():
     """A call the library refuses raises ValueError (aiter::mha_bwd_check's reason) before the binding zero-fills
     dbias or the given gradients: they keep the caller's values. d = 12 passes the binding's layout checks (any head

@@ -39,6 +39,8 @@ struct Sm90BwdTraits
     // 213 / 343 / 428 -> 225 / 377 / 476-481); d64 267 / 341 / 370 -> 255 / 318 / 341, so d64 keeps the offsets
     // (there the XOR form spills less, 28 B against 64 B, and still runs slower: not understood).
     // The XOR offsets as plain C++ stores instead of st.shared: d128 0.5-1% slower, d64 1-2% slower.
+    // With dS^T's plain stores as STS (shared memory addressed from smem_raw, see the kernel) the XOR form still
+    // loses at d64, H100 bf16 16k tokens TFLOP/s s = 1k / 4k / 16k non-causal 293 / 369 / 394 -> 283 / 354 / 378.
     static constexpr bool kDsXorStore = kHeadDim_ > 64;
     // kDqBulk: each warpgroup's 64 x 64 dQ part goes to shared memory and reaches the accumulator by the copy
     // engine's bulk reduction (cp.reduce.async.bulk .add.f32, 16 KB per warpgroup and query block) instead of 8
@@ -96,6 +98,7 @@ struct Sm90BwdParams
     float scale, scale_log2;
     int32_t causal;       // 1: key j visible to row i iff j <= i + diag (top-left 0, bottom-right seqlen_k - seqlen_q)
     int32_t bottom_right;
+    int32_t dq_vec16;     // every dQ row 16-byte aligned: sm90_bwd_convert's 16-byte stores (else 4-byte)
     SeqParams seq;        // group mode: the sequences' rows (ck::SeqInfo)
 };
 
@@ -291,7 +294,13 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     constexpr int kAtoms = Kt::kAtoms;
 
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    unsigned char* smem = dev::smem_align1024(smem_raw);
+    // The 1024-byte boundary as an offset from smem_raw, so that the compiler still knows every pointer below to be
+    // shared memory: the LSE / D reads are LDS and d64's dS^T / dQ stores STS, not generic loads and stores (the
+    // generic loads stalled the consumers on the L1TEX scoreboard, a third of their stall cycles at d128 s = 16k).
+    // Same call, H100 bf16 16k tokens TFLOP/s, s = 1k / 4k / 16k, with the convert kernel below in both: d128
+    // non-causal 306 / 438 / 488 -> 352 / 462 / 492, causal 207 / 368 / 472 -> 249 / 399 / 484; d64 255 / 338 /
+    // 368 -> 293 / 369 / 394, causal 175 / 295 / 363 -> 209 / 327 / 391 (d64 spills 24 B instead of 44 B).
+    unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
     unsigned char* sK  = smem;                           // kAtoms x [kBlockN rows][128 B]
     unsigned char* sV  = sK + Kt::kKvBytes;
     unsigned char* sQ  = sV + Kt::kKvBytes;              // kStages x kAtoms x [kBlockM rows][128 B]
@@ -418,6 +427,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         // seqlen_q have LSE2 = +inf: P = 0.
         const float* lse_s = sLse + st * kBlockM;
         const float* d_s   = sD + st * kBlockM;
+        // (the LSE pairs loaded before this wait instead: 2-4% slower at d128, 2-8% at d64, and spills)
         cute::warpgroup_wait<1>();
         dev::fence_regs(s);
         const bool diag = p.causal && n0 + 64 * cw + 63 > m0 + bt.diag;
@@ -621,42 +631,58 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
 }
 
 // ---- 3. dQ = scale * accumulator ---------------------------------------------------------------------------------
-// grid (m_blocks, nhead, batch), 256 threads: thread (cw, t) reads back what consumer thread t of warpgroup cw added.
+// grid (m_blocks, nhead, batch), 256 threads. Thread (cw, t) reads back what consumer thread t of warpgroup cw added
+// (eight coalesced float4), scales it and puts its bf16 / fp16 pairs into a row-major tile in shared memory; then each
+// thread writes 16-byte chunks of whole rows (4-byte pairs where dQ's rows are not 16-byte aligned). Writing the pairs
+// straight from the fragments (8 rows x 16 B per warp instruction) took 198 us for a 134 MB accumulator on an H100
+// (~1 TB/s; bf16 d128, 16k tokens), this 63 us.
 template <typename Kt>
 __global__ void __launch_bounds__(256) sm90_bwd_convert(const __grid_constant__ BwdParams p,
                                                         const __grid_constant__ Sm90BwdParams a)
 {
     using Element = typename Kt::Element;
+    constexpr int kRows = Kt::kBlockM, D = Kt::kHeadDim;
+    constexpr int kPitch = D + 8; // elements: a row's pairs of one warp instruction land on distinct banks
+    __shared__ __align__(16) Element tile_s[kRows * kPitch];
     const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int cw = threadIdx.x / 128, t128 = threadIdx.x % 128, lane = t128 % 32;
-    const int row0 = 16 * (t128 / 32) + lane / 4, col0 = 2 * (lane % 4);
     const BwdBatch bt = batch_of(a, b);
-    if (m_block * Kt::kBlockM >= bt.sq)
+    if (m_block * kRows >= bt.sq)
         return;
     const float* tile = a.dq_acc + ((int64_t(b) * a.nhead + h) * a.m_blocks + m_block) * Kt::kDqTile;
-    Element* dq = static_cast<Element*>(p.dq) +
-                  (a.seq.is_group ? bt.q_row0 * p.dq_row_stride : b * p.dq_batch_stride) + h * p.dq_head_stride;
-    const int m0 = m_block * Kt::kBlockM;
+    float4 x[8];
 #pragma unroll
     for (int c = 0; c < 8; ++c)
-    {
-        const float4 x = *reinterpret_cast<const float4*>(tile + dq_part_index(cw, c, t128));
+        x[c] = *reinterpret_cast<const float4*>(tile + dq_part_index(cw, c, t128));
+    const int row0 = 16 * (t128 / 32) + lane / 4 + (Kt::kDqSplitRows ? 64 * cw : 0);
+    const int col0 = 2 * (lane % 4) + (Kt::kDqSplitRows ? 0 : 64 * cw);
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
         {
-            int row = row0 + 8 * r, col = 8 * c + col0;
-            if (Kt::kDqSplitRows)
-                row += 64 * cw;
-            else
-                col += 64 * cw;
-            row += m0;
-            if (row < bt.sq && col < a.hdim_q)
-            {
-                Element* d = dq + int64_t(row) * p.dq_row_stride + col;
-                const float v0 = (r ? x.z : x.x) * a.scale, v1 = (r ? x.w : x.y) * a.scale;
-                alignas(4) Element pair[2] = {static_cast<Element>(v0), static_cast<Element>(v1)};
-                *reinterpret_cast<uint32_t*>(d) = *reinterpret_cast<const uint32_t*>(pair);
-            }
+            alignas(4) Element pair[2] = {static_cast<Element>((r ? x[c].z : x[c].x) * a.scale),
+                                          static_cast<Element>((r ? x[c].w : x[c].y) * a.scale)};
+            *reinterpret_cast<uint32_t*>(tile_s + (row0 + 8 * r) * kPitch + 8 * c + col0) =
+                *reinterpret_cast<const uint32_t*>(pair);
+        }
+    __syncthreads();
+    Element* dq = static_cast<Element*>(p.dq) +
+                  (a.seq.is_group ? bt.q_row0 * p.dq_row_stride : b * p.dq_batch_stride) + h * p.dq_head_stride;
+    const int m0 = m_block * kRows, rows = min(kRows, bt.sq - m0), chunks = a.hdim_q / 8; // hdim_q % 8 == 0
+    for (int i = threadIdx.x; i < kRows * (D / 8); i += 256)
+    {
+        const int row = i / (D / 8), ch = i % (D / 8);
+        if (row >= rows || ch >= chunks)
+            continue;
+        const uint4 v = *reinterpret_cast<const uint4*>(tile_s + row * kPitch + 8 * ch);
+        Element* d = dq + int64_t(m0 + row) * p.dq_row_stride + 8 * ch;
+        if (a.dq_vec16)
+            *reinterpret_cast<uint4*>(d) = v;
+        else
+        {
+            uint32_t* d4 = reinterpret_cast<uint32_t*>(d);
+            d4[0] = v.x, d4[1] = v.y, d4[2] = v.z, d4[3] = v.w;
         }
     }
 }
@@ -710,6 +736,10 @@ cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)
     a.scale = p.scale, a.scale_log2 = p.scale * 1.4426950408889634f;
     a.causal       = p.mask.is_none() ? 0 : 1;
     a.bottom_right = p.mask.bottom_right ? 1 : 0;
+    // (a stride of an extent-1 dimension is never applied)
+    a.dq_vec16 = reinterpret_cast<uintptr_t>(p.dq) % 16 == 0 && p.dq_row_stride % 8 == 0 &&
+                 (p.nhead_q == 1 || p.dq_head_stride % 8 == 0) &&
+                 (group || p.batch == 1 || p.dq_batch_stride % 8 == 0);
 
     cudaError_t err = cudaSuccess;
     auto kernel = &sm90_bwd_kernel<Kt>;
