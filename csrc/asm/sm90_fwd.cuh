@@ -289,6 +289,20 @@ __device__ __forceinline__ void copies_landed()
     __syncwarp();
 }
 
+// For 16-byte stores of an accumulator row: the quad (the four threads t = lane % 4 of a row) transposes a 4 x 4
+// block of 32-bit words (bf16 / fp16 pairs) in two xor exchanges: thread t's w[e] is pair t of 8-column chunk e, and
+// after the call its w[0..3] are the four pairs of chunk t. Every lane of the warp must call it.
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int t)
+{
+    const bool b0 = t & 1, b1 = t & 2;
+    uint32_t ra = __shfl_xor_sync(0xffffffffu, b0 ? w[0] : w[1], 1);
+    uint32_t rb = __shfl_xor_sync(0xffffffffu, b0 ? w[2] : w[3], 1);
+    w[0] = b0 ? ra : w[0], w[2] = b0 ? rb : w[2], w[1] = b0 ? w[1] : ra, w[3] = b0 ? w[3] : rb;
+    ra = __shfl_xor_sync(0xffffffffu, b1 ? w[0] : w[2], 2);
+    rb = __shfl_xor_sync(0xffffffffu, b1 ? w[1] : w[3], 2);
+    w[0] = b1 ? ra : w[0], w[1] = b1 ? rb : w[1], w[2] = b1 ? w[2] : ra, w[3] = b1 ? w[3] : rb;
+}
+
 } // namespace dev
 #endif // MHA_SM90A
 
@@ -810,7 +824,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             // 441 / 512 / 548; .carry/s48/c14.sh).
             constexpr bool kVec16 = !(kVarlen && DV == 256);
             // 16-byte stores: the quad (the row's four threads) transposes each 4 x 4 block of bf16 / fp16 pairs
-            // (thread t: pair t of chunks 4c .. 4c + 3 -> all four pairs of chunk 4c + t) in two xor exchanges. A
+            // (thread t: pair t of chunks 4c .. 4c + 3 -> all four pairs of chunk 4c + t; dev::quad_transpose). A
             // warp's store then covers 64 contiguous bytes of each of its 8 rows; the pairs' 4-byte stores touched 8
             // rows x 16 bytes per instruction with 4x the instructions, and the epilogue took ~1.1-1.3 us per tile
             // and warpgroup (clock64 stamps, d128 s = 512, H200). H100, bf16, 16k tokens, TFLOP/s, s = 512 / 2k / 16k
@@ -830,13 +844,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
                         w[e] = G::pack(o[4 * (4 * c + e) + 2 * r] * inv, o[4 * (4 * c + e) + 2 * r + 1] * inv);
-                    const bool b0 = t & 1, b1 = t & 2;
-                    uint32_t ra = __shfl_xor_sync(0xffffffffu, b0 ? w[0] : w[1], 1);
-                    uint32_t rb = __shfl_xor_sync(0xffffffffu, b0 ? w[2] : w[3], 1);
-                    w[0] = b0 ? ra : w[0], w[2] = b0 ? rb : w[2], w[1] = b0 ? w[1] : ra, w[3] = b0 ? w[3] : rb;
-                    ra = __shfl_xor_sync(0xffffffffu, b1 ? w[0] : w[2], 2);
-                    rb = __shfl_xor_sync(0xffffffffu, b1 ? w[1] : w[3], 2);
-                    w[0] = b1 ? ra : w[0], w[1] = b1 ? rb : w[1], w[2] = b1 ? w[2] : ra, w[3] = b1 ? w[3] : rb;
+                    dev::quad_transpose(w, t);
                     const int col = 8 * (4 * c + t);
                     if (row_ok && col < p.hdim_v)
                         *reinterpret_cast<uint4*>(orow + col) = make_uint4(w[0], w[1], w[2], w[3]);
