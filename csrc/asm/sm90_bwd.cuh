@@ -49,6 +49,12 @@ struct Sm90BwdTraits
     // warpgroup) 303 / 401 / 437 -> 295 / 393 / 430 (causal 212 / 343 / 427 -> 203 / 334 / 418), so d128 keeps red
     // (again with the XOR dS^T store below, as C++ stores: 324 / 438 / 483 -> 317 / 427 / 471).
     static constexpr bool kDqBulk = kDqBulk_;
+    // kRotateM: the CTAs of one head start their query blocks at different ones (key block n at its n-th), so that
+    // their dQ additions at any moment go to different accumulator tiles instead of all to the same one. Same call,
+    // H100 bf16 16k tokens TFLOP/s, s = 1k / 2k / 4k / 16k: d64 304 / 346 / 373 / 400 -> 308 / 351 / 380 / 409
+    // (causal 218 / 285 / 331 / 392 -> 222 / 287 / 338 / 402); d128 377 / 437 / 469 / 501 -> 361 / 415 / 450 / 479
+    // (that build spilled 24 B, none without it), so d128 keeps the blocks in order.
+    static constexpr bool kRotateM = kHeadDim_ <= 64;
     static constexpr int kHeadDim   = kHeadDim_;
     static constexpr int kBlockN    = 128; // keys per CTA: 64 per consumer warpgroup
     static constexpr int kBlockM    = kHeadDim <= 64 ? 128 : 64;
@@ -322,6 +328,14 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     int m_first, m_end;
     query_blocks<Kt>(p, bt, n_block, m_first, m_end);
     const int steps = m_end - m_first;
+    // kRotateM: step i takes query block m_first + (i + n_block) % steps
+    const int rot = Kt::kRotateM && steps > 0 ? n_block % steps : 0;
+    auto step_block = [&](int i) {
+        if constexpr (!Kt::kRotateM)
+            return i;
+        const int x = i + rot;
+        return x >= steps ? x - steps : x;
+    };
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     if (tid == 0)
@@ -362,7 +376,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
             dev::tma_load(sV + a * kBlockN * 128, map_v, 64 * a, n0, hk, cb, full_kv);
         for (int i = 0; i < steps; ++i)
         {
-            const int s = i % kStages, m0 = (m_first + i) * kBlockM;
+            const int s = i % kStages, m0 = (m_first + step_block(i)) * kBlockM;
             if (i >= kStages)
                 mbar_wait(smem_u32(empty + s), uint32_t(((i / kStages) & 1) ^ 1));
             mbar_expect_tx(smem_u32(full + s), 2 * Kt::kQBytes + 2 * Kt::kStatBytes);
@@ -398,7 +412,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     const int key0 = 64 * cw + wrow + g; // this thread's key rows in the block: key0, key0 + 8
     for (int i = 0; i < steps; ++i)
     {
-        const int st = i % kStages, m_block = m_first + i, m0 = m_block * kBlockM;
+        const int st = i % kStages, m_block = m_first + step_block(i), m0 = m_block * kBlockM;
         mbar_wait(smem_u32(full + st), uint32_t((i / kStages) & 1));
         const uint32_t q_base = smem_u32(sQ + st * Kt::kQBytes), do_base = smem_u32(sDo + st * Kt::kQBytes);
 
