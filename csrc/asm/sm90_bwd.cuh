@@ -47,7 +47,8 @@ struct Sm90BwdTraits
     // red.global.add.v4.f32 per thread. Same-call A/B, H200 bf16 16k tokens TFLOP/s, red -> bulk, s = 1k / 4k / 16k:
     // d64 263 / 330 / 353 -> 265 / 341 / 369 (causal 187 / 292 / 351 -> 186 / 300 / 365); d128 (two buffers per
     // warpgroup) 303 / 401 / 437 -> 295 / 393 / 430 (causal 212 / 343 / 427 -> 203 / 334 / 418), so d128 keeps red
-    // (again with the XOR dS^T store below, as C++ stores: 324 / 438 / 483 -> 317 / 427 / 471).
+    // (again with the XOR dS^T store below, as C++ stores: 324 / 438 / 483 -> 317 / 427 / 471; and again with the
+    // staging stores as STS, H100 s = 1k / 2k / 4k / 16k: 379 / 437 / 471 / 504 -> 371 / 425 / 462 / 493).
     static constexpr bool kDqBulk = kDqBulk_;
     // kRotateM: the CTAs of one head start their query blocks at different ones (key block n at its n-th), so that
     // their dQ additions at any moment go to different accumulator tiles instead of all to the same one. Same call,
