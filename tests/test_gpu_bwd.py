@@ -478,13 +478,15 @@ def test_gradient_outputs_not_16_byte_aligned():
     assert torch.isnan(dk_buf[..., d:]).all() and torch.isnan(dv_buf[..., d:]).all()
 
 
+@pytest.mark.parametrize("hk", [4, 2])
 @pytest.mark.parametrize("d", [64, 128])
-def test_asm_gradient_views_not_16_byte_aligned(d):
+def test_asm_gradient_views_not_16_byte_aligned(d, hk):
     """The asm backward (use_asm_v3) into dQ / dK / dV views with a head stride of d + 4 elements (every other head 8
-    bytes off 16-byte alignment): sm90_bwd_convert then writes dQ's rows as 4-byte pairs from shared memory instead of
-    16-byte chunks. GQA, causal, a row count that is not a multiple of the query block; the padding stays NaN."""
-    b, sq, sk, h, hk = 2, 150, 190, 4, 2
-    q, k, v, do = make_qkv(b, sq, sk, h, hk, d, d, torch.bfloat16, seed_of("asm unaligned", d))
+    bytes off 16-byte alignment): sm90_bwd_convert then writes dQ's rows, and with MHA (the kernel writes the caller's
+    dK / dV views; GQA goes through the binding's per-query-head buffers) the main kernel dK / dV's, as 4-byte pairs
+    instead of 16-byte chunks. Causal, a row count that is not a multiple of the query block; the padding stays NaN."""
+    b, sq, sk, h = 2, 150, 190, 4
+    q, k, v, do = make_qkv(b, sq, sk, h, hk, d, d, torch.bfloat16, seed_of("asm unaligned", d, hk))
     f = Feat(scale=d ** -0.5, mask_type=2, right=0)
     out, lse, keep = forward(q, k, v, f)
     bufs = [torch.full((b, n, hh, d + 4), NAN, device=DEV, dtype=q.dtype) for n, hh in ((sq, h), (sk, hk), (sk, hk))]

@@ -594,14 +594,13 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         dev::fence_regs(dk);
         dev::fence_regs(dq);
 #pragma unroll
-        for (int kk = 0; kk < kKSteps; ++kk) // the dV / dK GEMMs read them until here: keep their registers
+        for (int kk = 0; kk < kKSteps; ++kk) // (as after the wait above; kept, the measured code has both)
 #pragma unroll
             for (int r = 0; r < 4; ++r)
             {
                 cute::warpgroup_fence_operand(pa[kk][r]);
                 cute::warpgroup_fence_operand(da[kk][r]);
             }
-
         float* tile = p.dq_acc + (bh * p.m_blocks + m_block) * Kt::kDqTile;
         if constexpr (Kt::kDqBulk)
         {
