@@ -454,28 +454,31 @@ def test_strided_inputs_and_outputs(family):
     run_batch(q, k, v, do, Feat(scale=0.125, mask_type=1, right=0), "bhsd views", use_asm_v3=FAMILIES[family])
 
 
-def test_gradient_outputs_not_16_byte_aligned():
+@pytest.mark.parametrize("dq_pad", [4, 1])
+def test_gradient_outputs_not_16_byte_aligned(dq_pad):
     """dK / dV rows that are not 16-byte aligned take the kernel's element-pair epilogue (aligned ones go through
     shared memory as 16-byte chunks): views with a head stride of d + 4 elements put every other head 8 bytes off.
-    MHA, so the kernel writes the caller's views itself; the 4 padding columns must stay NaN."""
+    dQ's view has a head stride of d + dq_pad: bwd_convert_dq writes its rows as 4-byte words (d + 4) or as elements
+    (d + 1: every other head 2 bytes off) instead of 16-byte chunks. MHA, so the kernel writes the caller's views
+    itself; the padding columns must stay NaN."""
     b, sq, sk, h, d = 2, 100, 140, 4, 128
-    q, k, v, do = make_qkv(b, sq, sk, h, h, d, d, torch.bfloat16, seed_of("unaligned"))
+    q, k, v, do = make_qkv(b, sq, sk, h, h, d, d, torch.bfloat16, seed_of("unaligned", dq_pad))
     f = Feat(scale=d ** -0.5, mask_type=1, right=0)
     out, lse, keep = forward(q, k, v, f)
+    dq_buf = torch.full((b, sq, h, d + dq_pad), NAN, device=DEV, dtype=q.dtype)
     dk_buf = torch.full((b, sk, h, d + 4), NAN, device=DEV, dtype=q.dtype)
     dv_buf = torch.full((b, sk, h, d + 4), NAN, device=DEV, dtype=q.dtype)
-    dk, dv = dk_buf[..., :d], dv_buf[..., :d]
-    assert dk.stride(2) % 8 != 0
-    res = call(aiter_mha.mha_bwd, do, q, k, v, out, lse, 0.0, f.scale, deterministic=False, dk=dk, dv=dv,
+    dq, dk, dv = dq_buf[..., :d], dk_buf[..., :d], dv_buf[..., :d]
+    assert dk.stride(2) % 8 != 0 and dq.stride(2) % 8 != 0
+    res = call(aiter_mha.mha_bwd, do, q, k, v, out, lse, 0.0, f.scale, deterministic=False, dq=dq, dk=dk, dv=dv,
                **f.bwd_mask_kwargs())
-    assert res[1] is dk and res[2] is dv
-    dq = torch.from_dlpack(res[0]) if not isinstance(res[0], torch.Tensor) else res[0]
+    assert res[0] is dq and res[1] is dk and res[2] is dv
     torch.cuda.synchronize()
     ref = reference_batch(q, k, v, do, f, keep, torch.float32)
     naive = reference_batch(q, k, v, do, f, keep, q.dtype)
     for name, got, r, n in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, naive):
         assert_bar(got, r, n, f"unaligned views: {name}")
-    assert torch.isnan(dk_buf[..., d:]).all() and torch.isnan(dv_buf[..., d:]).all()
+    assert all(torch.isnan(x[..., d:]).all() for x in (dq_buf, dk_buf, dv_buf))
 
 
 @pytest.mark.parametrize("hk", [4, 2])
