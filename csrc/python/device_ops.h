@@ -103,7 +103,17 @@ inline SumLaunch make_sum(const View& out, const void* in, const std::vector<int
     }
     l.p.out = out.ptr;
     l.p.in  = in != nullptr ? in : out.ptr;
-    l.blocks = static_cast<unsigned>(std::min<int64_t>((l.p.numel + kSumThreads - 1) / kSumThreads, kSumMaxBlocks));
+    constexpr int kLast = kSumDims - 1;
+    bool vec8 = in != nullptr && l.p.shape[kLast] % 8 == 0 && l.p.out_stride[kLast] == 1 &&
+                l.p.in_stride[kLast] == 1 && reinterpret_cast<uintptr_t>(l.p.out) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(l.p.in) % 16 == 0;
+    for (int d = 0; d < kLast; ++d)
+        vec8 = vec8 && l.p.out_stride[d] % 8 == 0 && l.p.in_stride[d] % 8 == 0;
+    for (int r = 0; r < kSumRedDims; ++r)
+        vec8 = vec8 && l.p.red_stride[r] % 8 == 0;
+    l.p.vec8 = vec8;
+    const int64_t items = vec8 ? l.p.numel / 8 : l.p.numel;
+    l.blocks = static_cast<unsigned>(std::min<int64_t>((items + kSumThreads - 1) / kSumThreads, kSumMaxBlocks));
     return l;
 }
 

@@ -27,9 +27,13 @@ struct StridedSumParams
     int64_t in_stride[kSumDims];
     int64_t red_shape[kSumRedDims];
     int64_t red_stride[kSumRedDims];
+    // 8 elements of the last dim per thread, 16-byte loads and stores: the last dim contiguous on both sides and a
+    // multiple of 8, every other stride a multiple of 8, both pointers 16-byte aligned (make_sum decides)
+    bool vec8;
 };
 
-// Enqueues the fp16 (or bf16) kernel on `stream` with a grid-stride loop over p.numel; returns the launch error.
+// Enqueues the fp16 (or bf16) kernel on `stream` with a grid-stride loop over p.numel (p.numel / 8 with vec8);
+// returns the launch error.
 cudaError_t launch_strided_sum(const StridedSumParams& p, bool bf16, unsigned blocks, unsigned threads,
                                cudaStream_t stream);
 
