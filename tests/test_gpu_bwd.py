@@ -454,6 +454,28 @@ def test_strided_inputs_and_outputs(family):
     run_batch(q, k, v, do, Feat(scale=0.125, mask_type=1, right=0), "bhsd views", use_asm_v3=FAMILIES[family])
 
 
+def bwd_into_padded_views(b, sq, sk, h, hk, d, pads, f, what, use_asm_v3=False):
+    """The backward into dQ / dK / dV views of NaN buffers whose last dim is d + pad (pads: dq, dk, dv), checked
+    against the fp32 reference; the padding columns must stay NaN. Returns the three views."""
+    q, k, v, do = make_qkv(b, sq, sk, h, hk, d, d, torch.bfloat16, seed_of(what))
+    out, lse, keep = forward(q, k, v, f)
+    bufs = [torch.full((b, n, hh, d + pad), NAN, device=DEV, dtype=q.dtype)
+            for (n, hh), pad in zip(((sq, h), (sk, hk), (sk, hk)), pads)]
+    dq, dk, dv = (x[..., :d] for x in bufs)
+    res = call(aiter_mha.mha_bwd, do, q, k, v, out, lse, 0.0, f.scale, deterministic=False, dq=dq, dk=dk, dv=dv,
+               use_asm_v3=use_asm_v3, **f.bwd_mask_kwargs())
+    if use_asm_v3:
+        check_asm_bwd_ran(q, k, v, f, False)
+    assert res[0] is dq and res[1] is dk and res[2] is dv
+    torch.cuda.synchronize()
+    ref = reference_batch(q, k, v, do, f, keep, torch.float32)
+    naive = reference_batch(q, k, v, do, f, keep, q.dtype)
+    for name, got, r, n in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, naive):
+        assert_bar(got, r, n, f"{what}: {name}")
+    assert all(torch.isnan(x[..., d:]).all() for x in bufs)
+    return dq, dk, dv
+
+
 @pytest.mark.parametrize("dq_pad", [4, 1])
 def test_gradient_outputs_not_16_byte_aligned(dq_pad):
     """dK / dV rows that are not 16-byte aligned take the kernel's element-pair epilogue (aligned ones go through
@@ -461,24 +483,10 @@ def test_gradient_outputs_not_16_byte_aligned(dq_pad):
     dQ's view has a head stride of d + dq_pad: bwd_convert_dq writes its rows as 4-byte words (d + 4) or as elements
     (d + 1: every other head 2 bytes off) instead of 16-byte chunks. MHA, so the kernel writes the caller's views
     itself; the padding columns must stay NaN."""
-    b, sq, sk, h, d = 2, 100, 140, 4, 128
-    q, k, v, do = make_qkv(b, sq, sk, h, h, d, d, torch.bfloat16, seed_of("unaligned", dq_pad))
-    f = Feat(scale=d ** -0.5, mask_type=1, right=0)
-    out, lse, keep = forward(q, k, v, f)
-    dq_buf = torch.full((b, sq, h, d + dq_pad), NAN, device=DEV, dtype=q.dtype)
-    dk_buf = torch.full((b, sk, h, d + 4), NAN, device=DEV, dtype=q.dtype)
-    dv_buf = torch.full((b, sk, h, d + 4), NAN, device=DEV, dtype=q.dtype)
-    dq, dk, dv = dq_buf[..., :d], dk_buf[..., :d], dv_buf[..., :d]
+    d = 128
+    dq, dk, _ = bwd_into_padded_views(2, 100, 140, 4, 4, d, (dq_pad, 4, 4), Feat(scale=d ** -0.5, mask_type=1, right=0),
+                                      f"unaligned views, dq pad {dq_pad}")
     assert dk.stride(2) % 8 != 0 and dq.stride(2) % 8 != 0
-    res = call(aiter_mha.mha_bwd, do, q, k, v, out, lse, 0.0, f.scale, deterministic=False, dq=dq, dk=dk, dv=dv,
-               **f.bwd_mask_kwargs())
-    assert res[0] is dq and res[1] is dk and res[2] is dv
-    torch.cuda.synchronize()
-    ref = reference_batch(q, k, v, do, f, keep, torch.float32)
-    naive = reference_batch(q, k, v, do, f, keep, q.dtype)
-    for name, got, r, n in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, naive):
-        assert_bar(got, r, n, f"unaligned views: {name}")
-    assert all(torch.isnan(x[..., d:]).all() for x in (dq_buf, dk_buf, dv_buf))
 
 
 @pytest.mark.parametrize("hk", [4, 2])
@@ -488,23 +496,9 @@ def test_asm_gradient_views_not_16_byte_aligned(d, hk):
     bytes off 16-byte alignment): sm90_bwd_convert then writes dQ's rows, and with MHA (the kernel writes the caller's
     dK / dV views; GQA goes through the binding's per-query-head buffers) the main kernel dK / dV's, as 4-byte pairs
     instead of 16-byte chunks. Causal, a row count that is not a multiple of the query block; the padding stays NaN."""
-    b, sq, sk, h = 2, 150, 190, 4
-    q, k, v, do = make_qkv(b, sq, sk, h, hk, d, d, torch.bfloat16, seed_of("asm unaligned", d, hk))
-    f = Feat(scale=d ** -0.5, mask_type=2, right=0)
-    out, lse, keep = forward(q, k, v, f)
-    bufs = [torch.full((b, n, hh, d + 4), NAN, device=DEV, dtype=q.dtype) for n, hh in ((sq, h), (sk, hk), (sk, hk))]
-    dq, dk, dv = (x[..., :d] for x in bufs)
+    dq, _, _ = bwd_into_padded_views(2, 150, 190, 4, hk, d, (4, 4, 4), Feat(scale=d ** -0.5, mask_type=2, right=0),
+                                     f"asm unaligned views d{d} hk{hk}", use_asm_v3=True)
     assert dq.stride(2) % 8 != 0
-    res = call(aiter_mha.mha_bwd, do, q, k, v, out, lse, 0.0, f.scale, deterministic=False, dq=dq, dk=dk, dv=dv,
-               use_asm_v3=True, **f.bwd_mask_kwargs())
-    check_asm_bwd_ran(q, k, v, f, False)
-    assert res[0] is dq and res[1] is dk and res[2] is dv
-    torch.cuda.synchronize()
-    ref = reference_batch(q, k, v, do, f, keep, torch.float32)
-    naive = reference_batch(q, k, v, do, f, keep, q.dtype)
-    for name, got, r, n in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, naive):
-        assert_bar(got, r, n, f"asm unaligned views d{d}: {name}")
-    assert all(torch.isnan(x[..., d:]).all() for x in bufs)
 
 
 def test_library_rejection_leaves_the_callers_buffers():

@@ -735,22 +735,10 @@ __global__ void __launch_bounds__(256) sm90_bwd_convert(const __grid_constant__ 
     __syncthreads();
     Element* dq = static_cast<Element*>(p.dq) +
                   (a.seq.is_group ? bt.q_row0 * p.dq_row_stride : b * p.dq_batch_stride) + h * p.dq_head_stride;
-    const int m0 = m_block * kRows, rows = min(kRows, bt.sq - m0), chunks = a.hdim_q / 8; // hdim_q % 8 == 0
-    for (int i = threadIdx.x; i < kRows * (D / 8); i += 256)
-    {
-        const int row = i / (D / 8), ch = i % (D / 8);
-        if (row >= rows || ch >= chunks)
-            continue;
-        const uint4 v = *reinterpret_cast<const uint4*>(tile_s + row * kPitch + 8 * ch);
-        Element* d = dq + int64_t(m0 + row) * p.dq_row_stride + 8 * ch;
-        if (a.dq_vec16)
-            *reinterpret_cast<uint4*>(d) = v;
-        else
-        {
-            uint32_t* d4 = reinterpret_cast<uint32_t*>(d);
-            d4[0] = v.x, d4[1] = v.y, d4[2] = v.z, d4[3] = v.w;
-        }
-    }
+    const int m0 = m_block * kRows;
+    // hdim_q % 8 == 0; rows at least 4-byte aligned (csrc/api)
+    store_tile_rows<kRows, D, kPitch>(tile_s, dq + int64_t(m0) * p.dq_row_stride, p.dq_row_stride,
+                                      min(kRows, bt.sq - m0), a.hdim_q / 8, a.dq_vec16 ? 16 : 4);
 }
 
 // ---- host ----------------------------------------------------------------------------------------------------------
@@ -802,14 +790,10 @@ cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)
     a.scale = p.scale, a.scale_log2 = p.scale * 1.4426950408889634f;
     a.causal       = p.mask.is_none() ? 0 : 1;
     a.bottom_right = p.mask.bottom_right ? 1 : 0;
-    // (a stride of an extent-1 dimension is never applied)
-    a.dq_vec16 = reinterpret_cast<uintptr_t>(p.dq) % 16 == 0 && p.dq_row_stride % 8 == 0 &&
-                 (p.nhead_q == 1 || p.dq_head_stride % 8 == 0) &&
-                 (group || p.batch == 1 || p.dq_batch_stride % 8 == 0);
-    a.kv_vec16 = reinterpret_cast<uintptr_t>(p.dk) % 16 == 0 && reinterpret_cast<uintptr_t>(p.dv) % 16 == 0 &&
-                 p.dk_row_stride % 8 == 0 && p.dv_row_stride % 8 == 0 &&
-                 (p.nhead_q == 1 || (p.dk_head_stride % 8 == 0 && p.dv_head_stride % 8 == 0)) &&
-                 (group || p.batch == 1 || (p.dk_batch_stride % 8 == 0 && p.dv_batch_stride % 8 == 0));
+    const int nh = p.nhead_q, nb = p.batch;
+    a.dq_vec16 = rows_16b_aligned(p.dq, p.dq_row_stride, p.dq_head_stride, nh, p.dq_batch_stride, nb, group);
+    a.kv_vec16 = rows_16b_aligned(p.dk, p.dk_row_stride, p.dk_head_stride, nh, p.dk_batch_stride, nb, group) &&
+                 rows_16b_aligned(p.dv, p.dv_row_stride, p.dv_head_stride, nh, p.dv_batch_stride, nb, group);
 
     cudaError_t err = cudaSuccess;
     auto kernel = &sm90_bwd_kernel<Kt>;

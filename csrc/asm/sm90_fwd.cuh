@@ -24,6 +24,7 @@
 #include "../common/func_attr.h"
 #include "../common/fwd_params.h"
 #include "../common/mbarrier.h"
+#include "../common/row_store.h"
 #include "../ck/seq_info.cuh"
 
 #include <cute/arch/mma_sm90_gmma.hpp>
@@ -964,9 +965,8 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     a.nhead = p.nhead_q, a.batch = p.batch;
     a.scale = p.scale, a.scale_log2 = p.scale_log2;
     // 16-byte O stores where every row starts 16-byte aligned (a stride of an extent-1 dimension is never applied)
-    a.o_vec16 = reinterpret_cast<uintptr_t>(p.o) % 16 == 0 && p.o_row_stride % 8 == 0 &&
-                (p.nhead_q == 1 || p.o_head_stride % 8 == 0) &&
-                (p.seq.is_group || p.batch == 1 || p.o_batch_stride % 8 == 0);
+    a.o_vec16 = rows_16b_aligned(p.o, p.o_row_stride, p.o_head_stride, p.nhead_q, p.o_batch_stride, p.batch,
+                                 p.seq.is_group);
     a.causal       = p.mask.is_none() ? 0 : 1;
     a.bottom_right = p.mask.bottom_right ? 1 : 0;
     a.seq          = p.seq;

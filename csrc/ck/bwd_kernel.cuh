@@ -17,6 +17,7 @@
 #include "../common/mask.h"
 #include "../common/philox.h"
 #include "../common/row_dot.h"
+#include "../common/row_store.h"
 #include "bwd_traits.cuh"
 #include "fwd_features.cuh"
 #include "fwd_utils.cuh"
@@ -278,29 +279,8 @@ __global__ void __launch_bounds__(Kt::kNThreads) bwd_convert_dq(const __grid_con
     const int align = reinterpret_cast<uintptr_t>(dq) % 16 == 0 && p.dq_row_stride % 8 == 0 ? 16
                       : reinterpret_cast<uintptr_t>(dq) % 4 == 0 && p.dq_row_stride % 2 == 0 ? 4
                                                                                            : 2;
-    const int rows = min(kRows, seq.seqlen_q - m_begin), chunks = p.hdim_q / 8; // hdim_q % 8 == 0
-    for (int i = tidx; i < kRows * (kCols / 8); i += Kt::kNThreads)
-    {
-        const int row = i / (kCols / 8), ch = i % (kCols / 8);
-        if (row >= rows || ch >= chunks)
-            continue;
-        const uint4 v = *reinterpret_cast<const uint4*>(tile_s + row * kPitch + 8 * ch);
-        Element* d = dq + int64_t(row) * p.dq_row_stride + 8 * ch;
-        if (align == 16)
-            *reinterpret_cast<uint4*>(d) = v;
-        else if (align == 4)
-        {
-            uint32_t* d4 = reinterpret_cast<uint32_t*>(d);
-            d4[0] = v.x, d4[1] = v.y, d4[2] = v.z, d4[3] = v.w;
-        }
-        else
-        {
-            const Element* e = reinterpret_cast<const Element*>(&v);
-            CUTE_UNROLL
-            for (int k = 0; k < 8; ++k)
-                d[k] = e[k];
-        }
-    }
+    store_tile_rows<kRows, kCols, kPitch>(tile_s, dq, p.dq_row_stride, min(kRows, seq.seqlen_q - m_begin),
+                                          p.hdim_q / 8, align); // hdim_q % 8 == 0
 }
 
 // ---- 2. dQ, dK, dV -----------------------------------------------------------------------------------------------
