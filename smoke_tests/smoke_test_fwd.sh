@@ -147,7 +147,8 @@ gen_extra() {
     echo "-prec=$prec -mode=0 -b=2 -h=2 -s=64 -init=tf -mask=1 -lse=1 -iperm=1 -operm=0 $t"
     echo "-prec=$prec -mode=1 -b=5 -h=2 -s=100 -init=nf -p_drop=0.2 -lse=1 $t"
     # the asm path when asked for (falls back to ck where it does not apply): its head dims (64 / 128 / 256 and the
-    # ones they pad), no mask / bottom-right / top-left causal, GQA, bhsd, partial row and key blocks, group mode
+    # ones they pad), no mask / bottom-right / top-left causal / sliding windows, GQA, bhsd, partial row and key
+    # blocks, group mode
     echo "-prec=$prec -mode=0 -b=2 -h=4 -s=512 -mask=2 -lse=1 -fwd_v3=1 $t"
     for d in 64 96 128 192 256; do
       echo "-prec=$prec -mode=0 -b=2 -h=6 -h_k=2 -d=$d -s=1013 -s_k=777 -mask=0 -lse=1 -fwd_v3=1 $t"
@@ -157,6 +158,8 @@ gen_extra() {
       echo "-prec=$prec -mode=1 -b=4 -h=6 -h_k=2 -d=$d -s=700 -s_k=500 -s_kpad=600 -mask=2 -lse=1 -fwd_v3=1 $t"
       echo "-prec=$prec -mode=1 -b=3 -h=4 -d=$d -s=50,300,129 -s_k=100,20,500 -mask=1 -lse=1 -iperm=0 -operm=0 -fwd_v3=1 $t"
     done
+    echo "-prec=$prec -mode=0 -b=2 -h=4 -s=1000 -mask=b:300,0 -lse=1 -fwd_v3=1 $t"
+    echo "-prec=$prec -mode=1 -b=3 -h=4 -h_k=2 -d=64 -s=700 -s_k=900 -mask=t:50,100 -lse=1 -fwd_v3=1 $t"
     # the naive GPU reference (-v=2) on combined features, and on a size the host reference is slow for
     echo "-prec=$prec -mode=1 -b=4 -h=8 -h_k=2 -s=300 -s_k=400 -s_kpad=512 -mask=b:64,16,4 -bias=e:1 -p_drop=0.3 -init_sink=1 -logits_soft_cap=20 -lse=1 -kname=$KNAME -warmup=0 -repeat=1 -v=2"
     echo "-prec=$prec -mode=0 -b=2 -h=4 -s=2048 -mask=2 -bias=a:1 -p_drop=0.1 -lse=1 -kname=$KNAME -warmup=0 -repeat=1 -v=2"

@@ -68,6 +68,12 @@ def asm_fwd_instance_tag(hdim_q, hdim_v):
     return f"d{q}" if q == v else f"d{q}_dv{v}"
 
 
+# (mask_type, left, right) for the asm families' group-mode tests: none, causal of both corners, and sliding windows
+# of both corners: narrower than a block (key or query), wider than several, a window without a right bound, the
+# diagonal alone
+ASM_MASKS = [(0, -1, -1), (1, -1, 0), (2, -1, 0), (2, 300, 0), (1, 40, 100), (2, 64, -1), (1, 0, 0)]
+
+
 def varlen_asm_problem(table, name, mask_type):
     """One entry of a VARLEN_ASM table (test_gpu_fwd_features.py, test_gpu_bwd.py) as (lens, h, hk, d, dv, dtype name,
     the other Varlen options): d_v defaults to d; fp16 for top-left causal (mask_type 1), else bf16."""

@@ -19,7 +19,7 @@ SCRIPT = os.path.join(ROOT, "smoke_tests", "smoke_test_bwd.sh")
 CUDA_INC = "/usr/local/cuda/include"
 COMMON = "-kname=1 -v=1 -warmup=0 -repeat=1"
 MATRIX_RUNS = 2 * 2 * 4 * 2 * 2 * 2 * 6  # prec x perm x hdim x mode x bias x p_drop x shapes
-EXTRA_RUNS = 206
+EXTRA_RUNS = 210
 EXIT_BAD_ARGS, EXIT_FAILED, EXIT_UNKNOWN_PREC = 255, 254, 253  # -1, -2, -3
 
 
@@ -37,7 +37,7 @@ def flags(line):
 
 def test_smoke_list_counts_and_common_flags():
     runs = smoke_list()
-    assert len(runs) == MATRIX_RUNS + EXTRA_RUNS == 974
+    assert len(runs) == MATRIX_RUNS + EXTRA_RUNS == 978
     assert len(smoke_list("-m", "matrix")) == MATRIX_RUNS
     assert len(smoke_list("-m", "extra")) == EXTRA_RUNS
     assert len(set(runs)) == len(runs), "duplicate invocations"
@@ -90,9 +90,11 @@ def test_smoke_extra_covers_the_hard_cases():
         assert some(lambda f: f["prec"] == prec and f["mode"] == "0" and f.get("s_k") == "0")
         assert some(lambda f: f["prec"] == prec and f["s"] == "1")
         assert some(lambda f: f["prec"] == prec and f.get("drop_prefs") == "1")
-        # the asm backward: both causal masks, d64 and d128 instances, GQA / MQA, bshd, d != d_v; and its fallbacks
+        # the asm backward: both causal masks, windows in both modes, d64 and d128 instances, GQA / MQA, bshd, d !=
+        # d_v; and its fallbacks
         v3 = [f for f in fl if f["prec"] == prec and f.get("bwd_v3") == "1"]
         assert {f.get("mask", "0") for f in v3 if f["mode"] == "0"} >= {"0", "1", "2"}
+        assert {f["mode"] for f in v3 if f.get("mask", "0").startswith(("t:", "b:"))} == {"0", "1"}
         assert {f.get("d", "128") for f in v3} >= {"40", "64", "96", "128"}
         assert any(f.get("h_k", f["h"]) != f["h"] for f in v3) and any(f.get("iperm") == "0" for f in v3)
         assert any(f.get("deterministic") == "1" for f in v3) and any(f["mode"] == "1" for f in v3)

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _mha_paths import gpu_test_modules  # noqa: E402
-from conftest import require_all_kernels, varlen_asm_problem  # noqa: E402
+from conftest import ASM_MASKS, require_all_kernels, varlen_asm_problem  # noqa: E402
 
 torch, aiter_mha = gpu_test_modules("GPU backward tests")
 
@@ -254,11 +254,10 @@ def run_batch(q, k, v, dout, f, what, preallocated=True, want_dbias=True, determ
 
 def asm_bwd_covers(q, k, v, f, deterministic):
     """Whether the asm backward (csrc/api/mha_bwd.cpp, asm_instance) covers a batch-mode call without seqused_* or a
-    group-mode call: an sm_90 GPU, head dims up to 128, no mask or a causal one, no bias / ALiBi / dropout / sink
-    logits, not deterministic."""
+    group-mode call: an sm_90 GPU, head dims up to 128, any mask (none, causal, sliding window), no bias / ALiBi /
+    dropout / sink logits, not deterministic."""
     d = max(q.shape[-1], v.shape[-1])
-    causal = f.left < 0 and f.right == 0 and f.mask_type in (1, 2)
-    return (torch.cuda.get_device_capability() == (9, 0) and d <= 128 and (f.mask_type == 0 or causal) and
+    return (torch.cuda.get_device_capability() == (9, 0) and d <= 128 and
             f.bias is None and f.alibi is None and f.sink is None and f.p_drop == 0 and not deterministic)
 
 
@@ -428,17 +427,20 @@ def asm_random_cases(n=16, seed=11):
         d = r.choice([32, 40, 64, 96, 128])
         cases.append(dict(b=r.randint(1, 3), h=hk * r.randint(1, 3), hk=hk, sq=r.randint(1, 700),
                           sk=r.randint(1, 700), d=d, dv=r.choice([d, d, 64 if d > 64 else 128]),
-                          mask=r.choice([0, 1, 2]), dt=r.choice(list(DTYPES))))
+                          mask=r.choice([0, 1, 2]), dt=r.choice(list(DTYPES)),
+                          left=r.choice([-1, -1, 0, 17, 200]), right=r.choice([-1, 0, 0, 9, 150])))
     return cases
 
 
 @pytest.mark.parametrize("c", asm_random_cases(), ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
 def test_asm_random_shapes(c):
     """The asm backward (use_asm_v3) on random batch-mode shapes: odd lengths on both sides, MHA / GQA / MQA, head
-    dims up to 128 with d != d_v, no mask and both causal masks (sq > sk leaves rows without keys)."""
+    dims up to 128 with d != d_v, no mask and windows of both corners (sq > sk leaves rows without keys; (-1, 0) is
+    causal, a bound of 0 the diagonal itself)."""
     q, k, v, do = make_qkv(c["b"], c["sq"], c["sk"], c["h"], c["hk"], c["d"], c["dv"], DTYPES[c["dt"]],
                            seed_of("asm random", *c.values()))
-    f = Feat(scale=c["d"] ** -0.5, mask_type=c["mask"], right=0 if c["mask"] else -1)
+    f = Feat(scale=c["d"] ** -0.5, mask_type=c["mask"], left=c["left"] if c["mask"] else -1,
+             right=c["right"] if c["mask"] else -1)
     run_batch(q, k, v, do, f, f"asm {c}", use_asm_v3=True)
 
 
@@ -679,12 +681,12 @@ VARLEN_ASM = {
 
 
 @pytest.mark.parametrize("name", list(VARLEN_ASM))
-@pytest.mark.parametrize("mask_type", [0, 1, 2])
-def test_varlen_asm(name, mask_type):
+@pytest.mark.parametrize("mask_type, left, right", ASM_MASKS)
+def test_varlen_asm(name, mask_type, left, right):
     lens, h, hk, d, dv, dt, opts = varlen_asm_problem(VARLEN_ASM, name, mask_type)
-    V = Varlen(lens, h, hk, d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type), **opts)
-    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
-          f"varlen asm {name} {dt} mask={mask_type}", use_asm_v3=True)
+    V = Varlen(lens, h, hk, d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type, left, right), **opts)
+    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right),
+          f"varlen asm {name} {dt} mask={mask_type} ({left},{right})", use_asm_v3=True)
 
 
 def test_varlen_zero_tensors_and_dv_differs():

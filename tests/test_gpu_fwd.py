@@ -54,10 +54,11 @@ SENTINEL = -7.25  # exact in fp16, bf16 and fp32
 # ------------------------------------------------------------------------------------------------ reference
 
 def visible(sq, sk, mask_type, left, right, device=DEV):
-    """[sq, sk] bool: key j is visible to query i. The diagonal sits at j = i (top-left) or i + sk - sq (bottom-right)."""
+    """[sq, sk] bool: key j is visible to query i. The diagonal sits at j = i (top-left, type 1) or i + sk - sq
+    (bottom-right, types 2 and 3: window_generic's window is bottom-right, csrc/api mask_params)."""
     i = torch.arange(sq, device=device)[:, None]
     j = torch.arange(sk, device=device)[None, :]
-    diag = i + (sk - sq if mask_type == 2 else 0)
+    diag = i + (sk - sq if mask_type in (2, 3) else 0)
     vis = torch.ones(sq, sk, dtype=torch.bool, device=device)
     if left >= 0:
         vis &= j >= diag - left
@@ -165,8 +166,8 @@ PACKED_MAX_ROWS = 256 # csrc/api/mha_fwd.cpp, kPackedFwdMaxRows
 
 def check_asm_ran(mask, sq, sk, d, h, hk, dv=None):
     """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
-    on an sm_90 GPU, a use_asm_v3 call the asm family covers (head dims up to 256, no mask or causal of either
-    corner, not a GQA call of at most 256 packed rows per KV head) must have run on its smallest instance that
+    on an sm_90 GPU, a use_asm_v3 call the asm family covers (head dims up to 256, any mask without sink tokens,
+    not a GQA call of at most 256 packed rows per KV head) must have run on its smallest instance that
     covers the head dims (hdim_q d, hdim_v dv, default d), not fallen back to ck. MHA_REQUIRE_ASM=1 asks for a build
     with every asm instance of the dtypes it runs."""
     dv = d if dv is None else dv
@@ -290,7 +291,7 @@ def test_spec_decode_packed(dt, mask, sq, sk, d):
 ])
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_sliding_window(mask_type, left, right, sq, sk, family):
-    """Windows (the asm family has none: use_asm_v3 calls run on ck)."""
+    """Windows on both families (asm: GQA calls of more than 256 packed rows per KV head)."""
     dtype, b, h, hk, d = torch.bfloat16, 2, 4, 2, 128
     q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("swa", mask_type, left, right, sq, sk))
     out, lse = poisoned_outputs(b, sq, h, d, dtype)
@@ -299,6 +300,42 @@ def test_sliding_window(mask_type, left, right, sq, sk, family):
     torch.cuda.synchronize()
     what = f"window mask_type={mask_type} ({left},{right}) sq={sq} sk={sk}"
     check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), mask_type, left, right, what), what)
+    if FAMILIES[family]:
+        check_asm_ran("window", sq, sk, d, h, hk)
+
+
+# The asm forward's windows: many tiles per CTA (persistent grid), windows narrower than a key block and wider than
+# several (first and last key blocks masked on either side, blocks skipped before the window), both corners, sq != sk
+# (top-left rows past every key's window, bottom-right rows before the first key), the diagonal alone, one side
+# unbounded (left-only, and right-only which pairs row blocks as causal does), the wide 176-key kernel (no mask
+# threshold reached: d64 sq >= 2048, d128 >= 4096) and every head-dim instance.
+@pytest.mark.parametrize("dt, d, dv, mask_type, left, right, b, h, hk, sq, sk", [
+    ("bf16", 128, 128, 2, 256, 0, 2, 40, 8, 2100, 2100),
+    ("fp16", 128, 128, 1, 100, 37, 1, 16, 4, 4200, 4200),
+    ("bf16", 128, 128, 2, 1000, -1, 2, 24, 24, 1500, 1500),
+    ("bf16", 128, 128, 1, -1, 300, 2, 40, 8, 2100, 2100),
+    ("fp16", 128, 128, 1, 0, 0, 2, 8, 8, 700, 700),
+    ("bf16", 128, 128, 1, 50, 10, 2, 16, 16, 1500, 400),
+    ("bf16", 128, 128, 2, 20, 5, 2, 16, 16, 1500, 400),
+    ("bf16", 128, 128, 3, 64, 64, 2, 8, 8, 333, 1000),
+    ("bf16", 64, 64, 2, 512, 0, 2, 40, 8, 2100, 2100),
+    ("fp16", 64, 64, 1, 7, 200, 3, 32, 32, 700, 900),
+    ("bf16", 256, 256, 2, 300, 0, 2, 16, 16, 1000, 1000),
+    ("fp16", 256, 256, 1, 79, 81, 2, 8, 8, 500, 700),
+    ("bf16", 192, 128, 2, 128, 0, 2, 16, 16, 1000, 1000),
+    ("bf16", 96, 96, 1, 33, 33, 2, 8, 4, 400, 300),
+])
+def test_asm_windows(dt, d, dv, mask_type, left, right, b, h, hk, sq, sk):
+    dtype = DTYPES[dt]
+    q, k, v = make_qkv(b, sq, sk, h, hk, d, dtype, seed_of("asm window", dt, d, dv, mask_type, left, right, sq, sk),
+                       dv=dv)
+    out, lse = poisoned_outputs(b, sq, h, dv, dtype)
+    aiter_mha.mha_fwd(q, k, v, mask=mask_type, window_left=left, window_right=right, out=out, lse=lse,
+                      return_lse=True, use_asm_v3=True)
+    torch.cuda.synchronize()
+    what = f"asm window {dt} d={d}/{dv} mask_type={mask_type} ({left},{right}) b={b} h={h}/{hk} sq={sq} sk={sk}"
+    check_lse(lse, check_out(out, q, k, v, 1 / math.sqrt(d), mask_type, left, right, what), what)
+    check_asm_ran("window", sq, sk, d, h, hk, dv)
 
 
 @pytest.mark.parametrize("mask", ["none", "causal_bottom_right"])

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _mha_paths import gpu_test_modules  # noqa: E402
-from conftest import asm_fwd_instance_tag, require_all_kernels, varlen_asm_problem  # noqa: E402
+from conftest import ASM_MASKS, asm_fwd_instance_tag, require_all_kernels, varlen_asm_problem  # noqa: E402
 
 torch, aiter_mha = gpu_test_modules("GPU feature tests")
 
@@ -229,13 +229,12 @@ PACKED_MAX_ROWS = 256 # csrc/api/mha_fwd.cpp, kPackedFwdMaxRows
 
 def check_asm_fwd_ran(d, dv, h, hk, max_q, f):
     """With every kernel built (MHA_REQUIRE_ALL_KERNELS=1, or MHA_REQUIRE_ASM=1 for a build with the asm instances)
-    on an sm_90 GPU, a use_asm_v3 group-mode call the asm forward covers (head dims up to 256, no mask or causal of
-    either corner, no bias / ALiBi / soft-cap / sinks / dropout, not a GQA call of at most 256 packed rows per KV head)
+    on an sm_90 GPU, a use_asm_v3 group-mode call the asm forward covers (head dims up to 256, any mask without sink
+    tokens, no bias / ALiBi / soft-cap / sink logits / dropout, not a GQA call of at most 256 packed rows per KV head)
     must have run on its smallest instance that covers the head dims, not fallen back to ck."""
     pack = h // hk if h > hk else 1
     dd = max(d, dv)
-    causal = f.mask_type in (1, 2) and f.left < 0 and f.right == 0
-    covered = (torch.cuda.get_device_capability() == (9, 0) and dd <= 256 and (f.mask_type == 0 or causal) and
+    covered = (torch.cuda.get_device_capability() == (9, 0) and dd <= 256 and
                f.bias is None and f.alibi is None and f.softcap == 0 and f.sink is None and f.sink_size == 0 and
                f.p_drop == 0 and not (pack > 1 and max_q * pack <= PACKED_MAX_ROWS))
     if covered and "1" in (os.environ.get("MHA_REQUIRE_ALL_KERNELS"), os.environ.get("MHA_REQUIRE_ASM")):
@@ -588,13 +587,13 @@ VARLEN_ASM = {
 
 
 @pytest.mark.parametrize("name", list(VARLEN_ASM))
-@pytest.mark.parametrize("mask_type", [0, 1, 2])
+@pytest.mark.parametrize("mask_type, left, right", ASM_MASKS)
 @pytest.mark.parametrize("family", ["ck", "asm"])
-def test_varlen_asm(name, mask_type, family):
+def test_varlen_asm(name, mask_type, left, right, family):
     lens, h, hk, d, dv, dt, opts = varlen_asm_problem(VARLEN_ASM, name, mask_type)
-    V = Varlen(lens, h, hk, d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type), **opts)
-    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1),
-          f"varlen asm {name} {dt} mask={mask_type} {family}", use_asm_v3=family == "asm")
+    V = Varlen(lens, h, hk, d, dv, DTYPES[dt], seed_of("varlen asm", name, mask_type, left, right), **opts)
+    V.run(Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right),
+          f"varlen asm {name} {dt} mask={mask_type} ({left},{right}) {family}", use_asm_v3=family == "asm")
 
 
 @pytest.mark.parametrize("family", ["ck", "asm"])

@@ -220,8 +220,9 @@ BwdParams make_params(const aiter::mha_bwd_args& a)
 }
 
 // The asm (sm_90a) instance for a use_asm_v3 call that family covers, else null with the reason: batch mode without
-// cu_seqlen_q / cu_seqlen_k, or group mode (seqstart, with seqlen_* / cu_seqlen_* logical lengths or not), no mask
-// or a causal one (top-left or bottom-right), no bias / ALiBi / dropout / sink logits, not deterministic, on an
+// cu_seqlen_q / cu_seqlen_k, or group mode (seqstart, with seqlen_* / cu_seqlen_* logical lengths or not), any mask
+// (none, causal or a sliding window, top-left or bottom-right), no bias / ALiBi / dropout / sink logits, not
+// deterministic, on an
 // sm_90 GPU, head dims up to 128, and the tensor copies' alignment. (contract_refusal has passed.)
 const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_not)
 {
@@ -238,12 +239,6 @@ const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_n
     if (a.bias_type != 0 || has_dropout(a) || a.sink_ptr != nullptr || a.is_deterministic)
     {
         why_not = "bias, ALiBi, dropout, sink logits and deterministic mode are not covered";
-        return nullptr;
-    }
-    const MaskParams m = a.mask_type != 0 ? mask_params(a, 0) : MaskParams{};
-    if (!m.is_none() && !(m.left < 0 && m.right == 0))
-    {
-        why_not = "only no mask and causal masks are covered";
         return nullptr;
     }
     if (!(why_not = sm90a_unavailable(kBwdBuildInfo)).empty())

@@ -236,8 +236,8 @@ const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v
 }
 
 // The asm instance that would run this call, or nullptr with the reason in `why_not`. The asm family covers
-// no mask and causal masks of either corner (the kernel takes each sequence's diagonal from its own lengths), in
-// batch and group mode, on sm_90 only.
+// no mask, causal masks and sliding windows of either corner (the kernel takes each sequence's diagonal from its
+// own lengths; sink tokens go to ck, through needs_full), in batch and group mode, on sm_90 only.
 const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::string& why_not)
 {
     if (!a.use_asm_v3)
@@ -245,13 +245,7 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
         why_not = "use_asm_v3 is not set";
         return nullptr;
     }
-    const bool g      = a.is_group_mode;
-    const bool causal = (a.mask_type == 1 || a.mask_type == 2) && a.window_size_left == -1 && a.window_size_right == 0;
-    if (a.mask_type != 0 && !causal)
-    {
-        why_not = "only no mask and causal masks are covered";
-        return nullptr;
-    }
+    const bool g = a.is_group_mode;
     if (!(why_not = sm90a_unavailable(kBuildInfo)).empty())
         return nullptr;
     if (needs_full(a))

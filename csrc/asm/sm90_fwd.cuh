@@ -9,7 +9,8 @@
 // GEMM is in flight (FlashAttention-3's intra-warpgroup overlap); the two consumers take turns issuing (ping-pong).
 // A two-stage ring frees a stage's K when its S GEMM is done and its V when its PV GEMM is (kSplitKv); O leaves in
 // 16-byte stores after a transpose inside each quad.
-// Covers no mask and causal masks (top-left or bottom-right), batch and group (varlen) mode, MQA / GQA, LSE;
+// Covers no mask, causal masks and sliding windows (left / right bounds, top-left or bottom-right; no sink tokens),
+// batch and group (varlen) mode, MQA / GQA, LSE;
 // csrc/api/mha_fwd.cpp (asm_instance) decides which calls come here.
 // Group mode and batch-mode logical lengths (kVarlen kernels; the plain batch-mode kernel is kVarlen = false): the
 // tensor maps span the whole tensors, so no box may reach past a sequence (into the next one's rows, padding that
@@ -81,10 +82,11 @@ struct Sm90FwdTraits
     static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
     static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
+    static constexpr int kRecInts      = 16; // a kVarlen tile record (9 used)
     // 1 KB of slack to align the tiles to the 1024-byte swizzle period, then the mbarriers (kVarlen: two more, a
-    // 16-byte request of the cp.async warp and two 32-byte tile records)
+    // 16-byte request of the cp.async warp and two tile records)
     static constexpr int kSmemBytes =
-        1024 + kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 + (kSplitKv ? 4 : 3) * kStages) + 16 + 64;
+        1024 + kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 + (kSplitKv ? 4 : 3) * kStages) + 16 + 8 * kRecInts;
     static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "Q / K rows of whole swizzle atoms");
     static_assert(kHeadDimV == 64 || kHeadDimV == 128 || kHeadDimV == 256, "the PV GEMM atoms instantiated below");
     static_assert(kBlockN == 80 || kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
@@ -112,12 +114,20 @@ struct Sm90FwdParams
     int32_t hdim_q, hdim_v, head_ratio, nhead, batch;
     float scale, scale_log2;
     int32_t o_vec16;      // 16-byte aligned O rows: the epilogue's 16-byte stores (else 4-byte)
-    int32_t causal;       // 1: key j visible to row i iff j <= i + diag, diag = 0 top-left, seqlen_k - seqlen_q
-    int32_t bottom_right; //    bottom-right (per sequence)
+    // key j visible to row i iff -win_left <= j - (i + diag) <= win_right, diag = 0 top-left, seqlen_k - seqlen_q
+    // bottom-right (per sequence); INT_MAX: no bound on that side (window_bound); causal: INT_MAX, 0. The kernels
+    // compare offsets from the diagonal with the bounds (no bound is added to a row or key index: no overflow).
+    int32_t win_left, win_right;
+    int32_t bottom_right;
     SeqParams seq; // group mode and logical lengths (ck::SeqInfo; the kVarlen kernel)
 };
 
-// One sequence's rows (batch b): lengths, physical first rows, causal diagonal. A group-mode sequence longer than
+constexpr int32_t kNoBound = 0x7fffffff; // a window side without a bound
+
+// MaskParams' side (< 0: none) as the kernels' bound
+inline int32_t window_bound(int32_t side) { return side < 0 ? kNoBound : side; }
+
+// One sequence's rows (batch b): lengths, physical first rows, the mask's diagonal. A group-mode sequence longer than
 // max_seqlen_q gets its first max_seqlen_q rows (the grid's); min_seqlen_q skips a sequence (no row written).
 struct TileSeq
 {
@@ -313,7 +323,8 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int t)
 // item is one tile, heaviest row block first. Otherwise the grid is persistent (one CTA per SM: the producer loads
 // the next tile's Q and K / V while the consumers finish the current one), and under a causal mask an item is a
 // pair of row blocks m and num_m - 1 - m, whose key blocks add up to about the same count for every pair, so that
-// the static round robin stays balanced.
+// the static round robin stays balanced. (A window with a left bound sees about as many keys from every row block:
+// single items.)
 struct TileCoord
 {
     int m_block, h, b;
@@ -351,14 +362,22 @@ struct TileSchedule
     }
 };
 
-// Key blocks [0, n_blocks) the tile's rows see.
-template <typename Kt>
-__device__ __forceinline__ int tile_blocks(const Sm90FwdParams& p, const TileSeq& ts, int m0)
+// Key blocks [first, first + count) the tile's rows [m0, min(m0 + kBlockM, sq)) see: from the first row's left
+// bound to the last row's right bound, within [0, sk). count 0: no row of the tile sees a key.
+struct KeyBlocks
 {
-    int n_cols = ts.sk;
-    if (p.causal) // the tile's last row sees keys up to its diagonal
-        n_cols = min(n_cols, min(m0 + Kt::kBlockM, ts.sq) + ts.diag);
-    return n_cols > 0 ? (n_cols + Kt::kBlockN - 1) / Kt::kBlockN : 0;
+    int first, count;
+};
+
+template <typename Kt>
+__device__ __forceinline__ KeyBlocks tile_blocks(const Sm90FwdParams& p, const TileSeq& ts, int m0)
+{
+    const int64_t lo = max(int64_t(0), int64_t(m0) + ts.diag - p.win_left);
+    const int64_t hi = min(int64_t(ts.sk), int64_t(min(m0 + Kt::kBlockM, ts.sq)) + ts.diag + p.win_right);
+    if (hi <= lo)
+        return KeyBlocks{0, 0};
+    const int first = int(lo / Kt::kBlockN);
+    return KeyBlocks{first, int((hi + Kt::kBlockN - 1) / Kt::kBlockN) - first};
 }
 
 // The consumers' per-thread share of a 64-row warpgroup tile (wgmma's accumulator layout): warp w of the warpgroup
@@ -388,12 +407,16 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     uint64_t* req_full  = empty_v + (Kt::kSplitKv ? kStages : 0);
     uint64_t* req_empty = req_full + 1;
     int* req            = reinterpret_cast<int*>(req_empty + 1); // kind, stage, head, batch
-    // kVarlen: the tile records, one per Q load (slot q_loads % 2): m0 (-1: no more tiles), head, batch, n_blocks,
-    // sq, sk, diag, q_row0. Written by the producer before the load's full_q arrival, read by the consumers after
-    // it: they never read the sequence arrays, and tiles past a sequence's rows never reach them.
+    // kVarlen: the tile records, one per Q load (slot q_loads % 2, kRecInts each): m0 (-1: no more tiles), head,
+    // batch, n_blocks, sq, sk, diag, q_row0, the first key block. Written by the producer before the load's full_q
+    // arrival, read by the consumers after it: they never read the sequence arrays, and tiles past a sequence's rows
+    // never reach them.
     int* rec            = req + 4;
 
-    const TileSchedule sched(p.max_seqlen_q, kBlockM, p.nhead, p.batch, p.causal != 0);
+    constexpr int kRecInts = Kt::kRecInts;
+    // causal-like masks (a right bound, no left one): row blocks in pairs of equal total work
+    const TileSchedule sched(p.max_seqlen_q, kBlockM, p.nhead, p.batch,
+                             p.win_left == kNoBound && p.win_right != kNoBound);
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     if (tid == 0)
@@ -448,7 +471,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 const TileSeq ts   = tile_seq<kVarlen>(p, tc.b);
                 if (kVarlen && (skip || m0 >= ts.sq)) // no rows: no record
                     continue;
-                const int n_blocks = skip || m0 >= ts.sq ? 0 : tile_blocks<Kt>(p, ts, m0);
+                const KeyBlocks kb = skip || m0 >= ts.sq ? KeyBlocks{0, 0} : tile_blocks<Kt>(p, ts, m0);
+                const int n_blocks = kb.count;
                 if (!kVarlen && n_blocks == 0)
                     continue;
                 const int bc = kVarlen && p.seq.is_group ? 0 : tc.b; // the maps' batch coordinate
@@ -456,9 +480,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                     mbar_wait(smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
                 if constexpr (kVarlen)
                 {
-                    int* r = rec + 8 * (q_loads & 1);
+                    int* r = rec + kRecInts * (q_loads & 1);
                     r[0] = m0, r[1] = tc.h, r[2] = tc.b, r[3] = n_blocks;
-                    r[4] = ts.sq, r[5] = ts.sk, r[6] = ts.diag, r[7] = int(ts.q_row0);
+                    r[4] = ts.sq, r[5] = ts.sk, r[6] = ts.diag, r[7] = int(ts.q_row0), r[8] = kb.first;
                 }
                 ++q_loads;
                 if (kVarlen && n_blocks == 0) // rows without keys: the record alone (the consumers write zeros)
@@ -490,7 +514,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                         continue;
                     }
                     // kVarlen: the last block of the sequence ends at its last key
-                    const int row = kVarlen ? int(ts.k_row0) + min(it * kBlockN, ts.sk - kBlockN) : it * kBlockN;
+                    const int n0  = (kb.first + it) * kBlockN;
+                    const int row = kVarlen ? int(ts.k_row0) + min(n0, ts.sk - kBlockN) : n0;
                     unsigned char* k_dst = sK + s * Kt::kKBytes;
                     unsigned char* v_dst = sV + s * Kt::kVBytes;
                     mbar_expect_tx(smem_u32(full_k + s), Kt::kKBytes);
@@ -507,7 +532,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             {
                 if (q_loads > 0)
                     mbar_wait(smem_u32(empty_q), uint32_t((q_loads - 1) & 1));
-                rec[8 * (q_loads & 1)] = -1; // no more tiles
+                rec[kRecInts * (q_loads & 1)] = -1; // no more tiles
                 mbar_arrive(smem_u32(full_q));
                 post(kReqEnd, 0, 0, 0);
             }
@@ -584,7 +609,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     {
         TileCoord tc;
         TileSeq ts;
-        int m0, n_blocks;
+        int m0, n_blocks, kb_first;
         if constexpr (kVarlen)
         {
             // the producer's record of the next tile with rows. m0 and n_blocks broadcast from lane 0 so that the
@@ -592,12 +617,13 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
             // descriptors derived from the stage stay in uniform registers (loaded per thread, they moved to
             // per-thread ones plus R2UR conversions: -4 to -10%, H200)
             mbar_wait(smem_u32(full_q), uint32_t(q_loads & 1));
-            const int* r = rec + 8 * (q_loads & 1);
+            const int* r = rec + kRecInts * (q_loads & 1);
             ++q_loads;
             m0 = __shfl_sync(0xffffffffu, r[0], 0);
             if (m0 < 0)
                 break;
             n_blocks = __shfl_sync(0xffffffffu, r[3], 0);
+            kb_first = __shfl_sync(0xffffffffu, r[8], 0);
             ts.sq = r[4], ts.sk = r[5], ts.diag = r[6]; // head, batch and rows: read again at the epilogue
             if (n_blocks == 0) // no key to see: Q was not loaded (one arrival per consumer warp)
             {
@@ -615,9 +641,10 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 continue;
             m0 = tc.m_block * kBlockM;
             ts = tile_seq<kVarlen>(p, tc.b);
-            n_blocks = m0 >= ts.sq ? -1 : tile_blocks<Kt>(p, ts, m0); // -1: nothing loaded, nothing written
-            if (n_blocks < 0)
+            if (m0 >= ts.sq) // nothing loaded, nothing written
                 continue;
+            const KeyBlocks kb = tile_blocks<Kt>(p, ts, m0);
+            n_blocks = kb.count, kb_first = kb.first;
         }
         // the tile's first row: kVarlen, the last query block of a sequence of 128 rows or more was copied from row
         // sq - 128 on (rows below m0 are computed again, not stored)
@@ -672,27 +699,38 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 }
                 cute::warpgroup_commit_batch();
             };
-            // Masks key columns past seqlen_k and, causal, right of the diagonal (-inf), in blocks that need it.
-            // kVarlen: the last key block of a sequence of kBlockN keys or more was copied from key sk - kBlockN on;
-            // its keys below n0 (the previous block's) are masked too.
+            // Masks key columns past seqlen_k and outside the window (-inf), in blocks that need it: right of the
+            // warpgroup's first row's right bound, or left of its last row's left bound. kVarlen: the last key block
+            // of a sequence of kBlockN keys or more was copied from key sk - kBlockN on; its keys below n0 (the
+            // previous block's) are masked too.
             auto mask = [&](int it) {
-                const int n0 = it * kBlockN;
-                const bool tail = n0 + kBlockN > ts.sk;
-                const bool diag = p.causal && n0 + kBlockN - 1 > r0 + 64 * cw + ts.diag;
-                if (!tail && !diag)
+                const int n0 = (kb_first + it) * kBlockN;
+                const int x  = r0 + 64 * cw + ts.diag - n0; // the warpgroup's first row's diagonal from n0
+                const bool tail  = n0 + kBlockN > ts.sk;
+                const bool right = kBlockN - 1 - x > p.win_right;
+                const bool left  = x + 63 > p.win_left;
+                if (!tail && !right && !left)
                     return;
                 const int c0 = kVarlen && tail && ts.sk >= kBlockN ? ts.sk - kBlockN : n0; // the block's first key
 #pragma unroll
-                for (int j = 0; j < kBlockN / 8; ++j)
+                for (int r = 0; r < 2; ++r)
+                {
+                    // the row's visible keys [lo, hi) (kVarlen: none below n0), saturated at 0 and sk (no bound is
+                    // added to an index); column c is visible iff c - lo < width, unsigned
+                    const int dg = row0 + 8 * r + ts.diag; // the row's diagonal
+                    int lo       = p.win_left >= dg ? 0 : dg - p.win_left;
+                    if (kVarlen)
+                        lo = max(lo, n0);
+                    const int hi         = p.win_right > ts.sk - 1 - dg ? ts.sk : dg + p.win_right + 1;
+                    const uint32_t width = hi > lo ? uint32_t(hi - lo) : 0u;
+                    const int base       = c0 + 2 * t - lo;
 #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                    {
-                        const int col = c0 + 8 * j + 2 * t + (e & 1);
-                        const int row = row0 + 8 * (e >> 1);
-                        const int limit = p.causal ? min(ts.sk, row + ts.diag + 1) : ts.sk;
-                        if (col >= limit || (kVarlen && col < n0))
-                            s[4 * j + e] = -INFINITY;
-                    }
+                    for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e)
+                            if (uint32_t(base + 8 * j + e) >= width)
+                                s[4 * j + 2 * r + e] = -INFINITY;
+                }
             };
             // Online softmax of the block's scores, in place: the new row maxima, s = exp2((s - max) * scale_log2),
             // the row sums, and in `alpha` the factor for the O accumulated so far. Runs while the previous block's
@@ -799,7 +837,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
         TileSeq te;
         if constexpr (kVarlen)
         {
-            const int* r = rec + 8 * ((q_loads - 1) & 1);
+            const int* r = rec + kRecInts * ((q_loads - 1) & 1);
             tc.m_block = r[0] / kBlockM, tc.h = r[1], tc.b = r[2], te.sq = r[4], te.q_row0 = r[7];
         }
         else
@@ -967,7 +1005,9 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     // 16-byte O stores where every row starts 16-byte aligned (a stride of an extent-1 dimension is never applied)
     a.o_vec16 = rows_16b_aligned(p.o, p.o_row_stride, p.o_head_stride, p.nhead_q, p.o_batch_stride, p.batch,
                                  p.seq.is_group);
-    a.causal       = p.mask.is_none() ? 0 : 1;
+    if (p.mask.sink_size != 0) // csrc/api sends calls with sink tokens to ck
+        return cudaErrorInvalidValue;
+    a.win_left     = window_bound(p.mask.left), a.win_right = window_bound(p.mask.right);
     a.bottom_right = p.mask.bottom_right ? 1 : 0;
     a.seq          = p.seq;
 
