@@ -133,7 +133,7 @@ gen_extra() {
     echo "-prec=$prec -mode=0 -b=1 -h=2 -d=256 -s=1013 -s_k=1013 -mask=1 $t"
     echo "-prec=$prec -mode=1 -b=2 -h=2 -d=256 -s=600 -bias=e:1 -dbias=1 $t"
     # the asm request (sm_90 GPUs: the asm backward, d <= 128, batch and group mode, no mask / causal / sliding
-    # windows); AITER falls back to ck where it does not apply (bias, dropout, deterministic, d > 128, other GPUs)
+    # windows, deterministic); AITER falls back to ck where it does not apply (bias, dropout, d > 128, other GPUs)
     echo "-prec=$prec -mode=0 -b=2 -h=4 -s=512 -mask=2 -bwd_v3=1 $t"
     echo "-prec=$prec -mode=0 -b=2 -h=4 -s=512 -bwd_v3=1 -v3_atomic_fp32=0 -v3_bf16_cvt=2 $t"
     echo "-prec=$prec -mode=0 -b=2 -h=4 -h_k=2 -d=64 -s=333 -s_k=517 -mask=1 -bwd_v3=1 $t"

@@ -254,11 +254,11 @@ def run_batch(q, k, v, dout, f, what, preallocated=True, want_dbias=True, determ
 
 def asm_bwd_covers(q, k, v, f, deterministic):
     """Whether the asm backward (csrc/api/mha_bwd.cpp, asm_instance) covers a batch-mode call without seqused_* or a
-    group-mode call: an sm_90 GPU, head dims up to 128, any mask (none, causal, sliding window), no bias / ALiBi /
-    dropout / sink logits, not deterministic."""
+    group-mode call: an sm_90 GPU, head dims up to 128, any mask (none, causal, sliding window), deterministic or not,
+    no bias / ALiBi / dropout / sink logits."""
     d = max(q.shape[-1], v.shape[-1])
     return (torch.cuda.get_device_capability() == (9, 0) and d <= 128 and
-            f.bias is None and f.alibi is None and f.sink is None and f.p_drop == 0 and not deterministic)
+            f.bias is None and f.alibi is None and f.sink is None and f.p_drop == 0)
 
 
 def check_asm_bwd_ran(q, k, v, f, deterministic):
@@ -383,6 +383,33 @@ def test_dropout(p, device_seed):
         fwd_seed = bwd_seed = dict(seed=seed, offset=offset)
     run_batch(q, k, v, do, Feat(scale=0.09, mask_type=2, right=0, p_drop=p),
               f"dropout p={p} device_seed={device_seed}", seeding=fwd_seed, bwd_seeding=bwd_seed)
+
+
+# Deterministic mode on both families: many key blocks per query block (the asm backward's CTAs take turns per query
+# block, highest key block first), MHA / GQA / MQA, no mask, causal and windows of both corners, sq != sk.
+DETERMINISTIC = [  # (family, d, mask_type, left, right, b, h, hk, sq, sk)
+    ("asm", 64, 0, -1, -1, 2, 8, 2, 1500, 1500),
+    ("asm", 64, 2, -1, 0, 2, 4, 4, 1000, 1300),
+    ("asm", 64, 1, 100, 50, 2, 4, 2, 700, 1100),
+    ("asm", 128, 0, -1, -1, 2, 8, 2, 1500, 1500),
+    ("asm", 128, 1, -1, 0, 1, 4, 1, 900, 700),
+    ("asm", 128, 2, 200, 0, 2, 4, 2, 1200, 1200),
+    ("ck", 128, 2, 200, 0, 2, 4, 2, 1200, 1200),
+]
+
+
+@pytest.mark.parametrize("family, d, mask_type, left, right, b, h, hk, sq, sk", DETERMINISTIC)
+def test_deterministic_bit_identical(family, d, mask_type, left, right, b, h, hk, sq, sk):
+    """deterministic=True: three runs give bit-identical dQ / dK / dV that meet the bar (the asm family must have
+    run where it covers the call)."""
+    q, k, v, do = make_qkv(b, sq, sk, h, hk, d, d, torch.bfloat16, seed_of("det", family, d, mask_type, left, sq))
+    f = Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right)
+    what = f"deterministic {family} d={d} mask={mask_type} ({left},{right}) h={h}/{hk} sq={sq} sk={sk}"
+    runs = [[x.clone() for x in run_batch(q, k, v, do, f, what, deterministic=True, use_asm_v3=family == "asm")]
+            for _ in range(3)]
+    for name, i in (("dq", 0), ("dk", 1), ("dv", 2)):
+        for r in runs[1:]:
+            assert torch.equal(r[i], runs[0][i]), f"{what}: {name} differs between runs"
 
 
 def test_deterministic_dq_bit_identical():
@@ -620,6 +647,7 @@ class Varlen:
             assert_bar(dbias, ref[3], naive[3], f"{what}: dbias {tuple(dbias.shape)}")
         if d_sink is not None:
             assert_bar(d_sink, ref[4], naive[4], f"{what}: d_sink")
+        return dq, dk, dvv
 
     def check_rows(self, dq, dk, dv, d, out, ref, naive, what, zero_tensors, p_drop=0.0):
         """Logical rows against the reference; rows outside them untouched (NaN), or 0 where documented."""
@@ -708,6 +736,22 @@ def test_combo_group_gqa_window_dropout_bias(dt, bias_kind):
     seeding = dict(seed_offset=torch.tensor([99, 3], dtype=torch.int64, device=DEV)) if dt == "bf16" else \
         dict(seed=99, offset=3)
     V.run(f, f"group+gqa+window+dropout+bias({bias_kind}) {dt}", **seeding)
+
+
+@pytest.mark.parametrize("name", ["long", "d64", "padded_slack"])
+@pytest.mark.parametrize("mask_type, left, right", [(0, -1, -1), (2, -1, 0), (1, 40, 100)])
+def test_varlen_asm_deterministic(name, mask_type, left, right):
+    """Group mode, deterministic, on the asm backward: meets the bar, twice with bit-identical gradients."""
+    lens, h, hk, d, dv, dt, opts = varlen_asm_problem(VARLEN_ASM, name, mask_type)
+    f = Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right)
+    got = []
+    for _ in range(2):
+        V = Varlen(lens, h, hk, d, dv, DTYPES[dt], seed_of("varlen asm det", name, mask_type, left), **opts)
+        got.append([x.clone() for x in V.run(f, f"varlen asm det {name} mask={mask_type} ({left},{right})",
+                                             deterministic=True, use_asm_v3=True)])
+    for name_, i in (("dq", 0), ("dk", 1), ("dv", 2)): # bit patterns: rows outside the sequences stay NaN
+        assert torch.equal(got[1][i].view(torch.int16), got[0][i].view(torch.int16)), (
+            f"varlen asm deterministic {name}: {name_} differs between runs")
 
 
 def test_varlen_deterministic_sinks_alibi():

@@ -221,9 +221,8 @@ BwdParams make_params(const aiter::mha_bwd_args& a)
 
 // The asm (sm_90a) instance for a use_asm_v3 call that family covers, else null with the reason: batch mode without
 // cu_seqlen_q / cu_seqlen_k, or group mode (seqstart, with seqlen_* / cu_seqlen_* logical lengths or not), any mask
-// (none, causal or a sliding window, top-left or bottom-right), no bias / ALiBi / dropout / sink logits, not
-// deterministic, on an
-// sm_90 GPU, head dims up to 128, and the tensor copies' alignment. (contract_refusal has passed.)
+// (none, causal or a sliding window, top-left or bottom-right), deterministic or not, no bias / ALiBi / dropout /
+// sink logits, on an sm_90 GPU, head dims up to 128, and the tensor copies' alignment. (contract_refusal has passed.)
 const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_not)
 {
     if (!a.use_asm_v3)
@@ -236,9 +235,9 @@ const BwdInstance* asm_instance(const aiter::mha_bwd_args& a, std::string& why_n
         why_not = "batch-mode logical lengths (cu_seqlen_q / cu_seqlen_k) are not covered";
         return nullptr;
     }
-    if (a.bias_type != 0 || has_dropout(a) || a.sink_ptr != nullptr || a.is_deterministic)
+    if (a.bias_type != 0 || has_dropout(a) || a.sink_ptr != nullptr)
     {
-        why_not = "bias, ALiBi, dropout, sink logits and deterministic mode are not covered";
+        why_not = "bias, ALiBi, dropout and sink logits are not covered";
         return nullptr;
     }
     if (!(why_not = sm90a_unavailable(kBwdBuildInfo)).empty())

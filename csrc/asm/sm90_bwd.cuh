@@ -16,8 +16,8 @@
 // Three kernels per call (run_bwd_sm90): sm90_bwd_pre (D = rowsum(dO * O) into the caller's d_ptr, padded LSE2 / D
 // rows, the dQ accumulator zeroed), sm90_bwd_kernel, sm90_bwd_convert (dQ = scale * accumulator).
 // Covers no mask, causal masks and sliding windows (top-left or bottom-right; no sink tokens), batch and group mode
-// (group mode: per-sequence tensor maps, sm90_bwd_pre), MQA / GQA (dK / dV per query head, as the ck backward), head
-// dims up to 64 or 128;
+// (group mode: per-sequence tensor maps, sm90_bwd_pre), MQA / GQA (dK / dV per query head, as the ck backward),
+// deterministic dQ (kDet), head dims up to 64 or 128;
 // csrc/api/mha_bwd.cpp (asm_choice / asm_instance) decides which calls come here.
 
 #include "sm90_fwd.cuh"
@@ -95,6 +95,7 @@ struct Sm90BwdParams
     float* lse2;        // [batch * nhead][sq_pad]: LSE * log2(e); +inf past seqlen_q and for rows without keys
     float* dpad;        // [batch * nhead][sq_pad]: D, 0 past seqlen_q
     float* dq_acc;      // [batch * nhead][m_blocks][kDqTile], fragment order (dq_part_index)
+    int32_t* turns;     // deterministic: [batch * nhead][m_blocks] dQ turn counters (sm90_bwd_kernel), else null
     void* dk;
     void* dv;
     int64_t dk_row_stride, dk_head_stride, dk_batch_stride;
@@ -199,6 +200,13 @@ __device__ __forceinline__ void tensormap_acquire(const TmaDesc* map)
     asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(map) : "memory");
 }
 
+__device__ __forceinline__ int load_acquire(const int32_t* a)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+    return v;
+}
+
 __device__ __forceinline__ void red_add_v4(float* a, float x, float y, float z, float w)
 {
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a), "f"(x), "f"(y), "f"(z), "f"(w)
@@ -259,6 +267,8 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
 #pragma unroll 4
         for (int i = threadIdx.x; i < Kt::kDqTile / 4; i += 128)
             tile[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (a.turns != nullptr && threadIdx.x == 0)
+            a.turns[bh * a.m_blocks + blockIdx.x * 16 / Kt::kBlockM] = 0;
     }
     const bool group = a.seq.is_group;
     float acc = 0.f;
@@ -297,10 +307,17 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
 // 16w .. 16w + 15; lane l rows 16w + l / 4 and + 8, and in each 8-column chunk j the columns 8j + 2 (l % 4), + 1 as
 // acc[4j + {0, 1}] (first row) and acc[4j + {2, 3}] (second row). In S^T / dP^T the rows are keys and the columns
 // query rows.
-template <typename Kt>
+// kDet (deterministic mode): every dQ element sums the key blocks' parts in one order, descending key blocks, each
+// CTA waiting for its turn on the query block's counter (p.turns) before it adds. The grid runs in reverse (key block
+// gridDim.x - 1 first), so a CTA only waits on CTAs dispatched before it; the parts are added with red from registers
+// (no bulk reduction, whose completion would sit in the turn's critical path) and every CTA walks its query blocks
+// upward (no kRotateM), so that descending is the order the CTAs reach a block in.
+template <typename Kt, bool kDet>
 __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_constant__ Sm90BwdParams p)
 {
 #if MHA_SM90A
+    constexpr bool kBulk    = Kt::kDqBulk && !kDet;
+    constexpr bool kRotateM = Kt::kRotateM && !kDet;
     using Element = typename Kt::Element;
     using G       = dev::Gmma<Element>;
     constexpr int kBlockM = Kt::kBlockM, kBlockN = Kt::kBlockN, kStages = Kt::kStages, D = Kt::kHeadDim;
@@ -326,7 +343,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     uint64_t* full     = full_kv + 1;
     uint64_t* empty    = full + kStages;
 
-    const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int n_block = kDet ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x), h = blockIdx.y, b = blockIdx.z;
     const int n0 = n_block * kBlockN;
     const BwdBatch bt = batch_of(p, b);
     if (n0 >= bt.sk) // group mode: past this sequence's keys (the grid covers max_seqlen_k)
@@ -335,9 +352,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     query_blocks<Kt>(p, bt, n_block, m_first, m_end);
     const int steps = m_end - m_first;
     // kRotateM: step i takes query block m_first + (i + n_block) % steps
-    const int rot = Kt::kRotateM && steps > 0 ? n_block % steps : 0;
+    const int rot = kRotateM && steps > 0 ? n_block % steps : 0;
     auto step_block = [&](int i) {
-        if constexpr (!Kt::kRotateM)
+        if constexpr (!kRotateM)
             return i;
         const int x = i + rot;
         return x >= steps ? x - steps : x;
@@ -417,6 +434,22 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     const uint32_t k_base  = smem_u32(sK), v_base = smem_u32(sV);
     const uint32_t ds_base = smem_u32(sDs);
     const int key0 = 64 * cw + wrow + g; // this thread's key rows in the block: key0, key0 + 8
+    // kDet: the key blocks that see query block m are a contiguous range whose ends do not decrease with m
+    // (query_blocks' bounds do not decrease with the key block), and its highest adds first. The CTA walks m upward,
+    // so the highest visitor is found by a cursor that only moves up.
+    int last_visitor = n_block;
+    auto last_visitor_of = [&](int m) {
+        const int n_blocks = (bt.sk + kBlockN - 1) / kBlockN;
+        for (;;)
+        {
+            int f = 0, e = 0;
+            if (last_visitor + 1 < n_blocks)
+                query_blocks<Kt>(p, bt, last_visitor + 1, f, e);
+            if (!(f <= m && m < e))
+                return last_visitor;
+            ++last_visitor;
+        }
+    };
     for (int i = 0; i < steps; ++i)
     {
         const int st = i % kStages, m_block = m_first + step_block(i), m0 = m_block * kBlockM;
@@ -565,7 +598,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         // Each warpgroup computing dQ from its own 64 keys instead (no barrier between the warpgroups, twice the
         // reductions) measured, H200 bf16 16k tokens TFLOP/s s = 1k / 4k / 16k non-causal: d64 259 / 321 / 342 ->
         // 258 / 328 / 354 (causal 1k 186 -> 179), d128 304 / 401 / 437 -> 263 / 337 / 364.
-        if constexpr (Kt::kDqBulk) // the dQ staging buffer this step fills: its last bulk reduction has read it
+        if constexpr (kBulk) // the dQ staging buffer this step fills: its last bulk reduction has read it
             if (t128 == 0 && i >= Kt::kDqBufs)
             {
                 if constexpr (Kt::kDqBufs == 2)
@@ -617,7 +650,18 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 cute::warpgroup_fence_operand(da[kk][r]);
             }
         float* tile = p.dq_acc + (bh * p.m_blocks + m_block) * Kt::kDqTile;
-        if constexpr (Kt::kDqBulk)
+        int32_t* turn = kDet ? p.turns + bh * p.m_blocks + m_block : nullptr;
+        if constexpr (kDet) // the higher key blocks that see this query block have added theirs (both warpgroups)
+        {
+            if (t128 == 0)
+            {
+                const int target = 2 * (last_visitor_of(m_block) - n_block);
+                while (dev::load_acquire(turn) < target)
+                    __nanosleep(32);
+            }
+            asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
+        }
+        if constexpr (kBulk)
         {
             float* part = sDq + (cw * Kt::kDqBufs + i % Kt::kDqBufs) * 4096; // the fragment order of dq_part_index
 #pragma unroll
@@ -642,8 +686,15 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 dev::red_add_v4(tile + dq_part_index(cw, c, t128), dq[4 * c], dq[4 * c + 1], dq[4 * c + 2],
                                 dq[4 * c + 3]);
         }
+        if constexpr (kDet) // this warpgroup's part is in; the next key block's turn once both warpgroups count
+        {
+            __threadfence();
+            asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
+            if (t128 == 0)
+                atomicAdd(turn, 1);
+        }
     }
-    if constexpr (Kt::kDqBulk) // the bulk reductions complete before the CTA's shared memory goes away
+    if constexpr (kBulk) // the bulk reductions complete before the CTA's shared memory goes away
         if (t128 == 0)
             asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 
@@ -794,9 +845,10 @@ cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)
     a.dq_acc = p.dq_acc;
     a.lse2   = p.dq_acc + tiles * Kt::kDqTile;
     a.dpad   = a.lse2 + tiles * Kt::kBlockM;
+    int32_t* turns = reinterpret_cast<int32_t*>(a.dpad + tiles * Kt::kBlockM);
+    a.turns  = p.deterministic ? turns : nullptr;
     if (group)
-        a.maps = reinterpret_cast<TmaDesc*>((reinterpret_cast<uintptr_t>(a.dpad + tiles * Kt::kBlockM) + 127) /
-                                            128 * 128);
+        a.maps = reinterpret_cast<TmaDesc*>((reinterpret_cast<uintptr_t>(turns + tiles) + 127) / 128 * 128);
     a.dk = p.dk, a.dv = p.dv;
     a.dk_row_stride = p.dk_row_stride, a.dk_head_stride = p.dk_head_stride, a.dk_batch_stride = p.dk_batch_stride;
     a.dv_row_stride = p.dv_row_stride, a.dv_head_stride = p.dv_head_stride, a.dv_batch_stride = p.dv_batch_stride;
@@ -814,7 +866,7 @@ cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)
                  rows_16b_aligned(p.dv, p.dv_row_stride, p.dv_head_stride, nh, p.dv_batch_stride, nb, group);
 
     cudaError_t err = cudaSuccess;
-    auto kernel = &sm90_bwd_kernel<Kt>;
+    auto kernel = p.deterministic ? &sm90_bwd_kernel<Kt, true> : &sm90_bwd_kernel<Kt, false>;
     if (a.max_seqlen_k > 0 && (err = set_max_dynamic_smem(kernel, Kt::kSmemBytes)) != cudaSuccess)
         return err;
     if (a.max_seqlen_q > 0) // group mode: also the sequence maps, before the main kernel reads them

@@ -66,12 +66,13 @@ struct BwdParams
 
 // Workspace bytes of an asm (sm_90a) backward call, which csrc/api asks for and asm90::run_bwd_sm90 lays out: per
 // (batch, query head, query block of max_seqlen_q) the fp32 dQ accumulator tile (block_m x hdim, the kernel's fragment
-// order) and the block's padded LSE * log2(e) and D rows (block_m floats each); group mode then 128 bytes of
-// alignment slack and 4 tensor maps (q, k, v, dO) per sequence. 0 when a product overflows size_t.
+// order), the block's padded LSE * log2(e) and D rows (block_m floats each) and its int32 dQ turn counter (used in
+// deterministic mode); group mode then 128 bytes of alignment slack and 4 tensor maps (q, k, v, dO) per sequence. 0 when a product overflows size_t.
 inline size_t asm_bwd_workspace_bytes(int64_t batch, int64_t nhead, int64_t max_seqlen_q, int block_m, int hdim,
                                       bool group)
 {
-    const size_t per = (size_t(block_m) * size_t(hdim) + 2 * size_t(block_m)) * sizeof(float);
+    // per query block: the dQ tile, the padded LSE2 and D rows, a deterministic-mode turn counter
+    const size_t per = (size_t(block_m) * size_t(hdim) + 2 * size_t(block_m)) * sizeof(float) + sizeof(int32_t);
     size_t tiles     = 0; // batch x nhead (each below 2^31) fits; times the query blocks may not
     if (__builtin_mul_overflow(size_t(batch) * size_t(nhead), size_t((max_seqlen_q + block_m - 1) / block_m), &tiles) ||
         (tiles > 0 && tiles > (SIZE_MAX / 2) / per))
