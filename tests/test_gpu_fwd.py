@@ -307,8 +307,8 @@ def test_sliding_window(mask_type, left, right, sq, sk, family):
 # The asm forward's windows: many tiles per CTA (persistent grid), windows narrower than a key block and wider than
 # several (first and last key blocks masked on either side, blocks skipped before the window), both corners, sq != sk
 # (top-left rows past every key's window, bottom-right rows before the first key), the diagonal alone, one side
-# unbounded (left-only, and right-only which pairs row blocks as causal does), the wide 176-key kernel (no mask
-# threshold reached: d64 sq >= 2048, d128 >= 4096) and every head-dim instance.
+# unbounded (left-only, and right-only which pairs row blocks as causal does), 128-key blocks (windows under 2048 keys,
+# and shorter calls) and the wide 176-key kernel, and every head-dim instance.
 @pytest.mark.parametrize("dt, d, dv, mask_type, left, right, b, h, hk, sq, sk", [
     ("bf16", 128, 128, 2, 256, 0, 2, 40, 8, 2100, 2100),
     ("fp16", 128, 128, 1, 100, 37, 1, 16, 4, 4200, 4200),
@@ -324,6 +324,10 @@ def test_sliding_window(mask_type, left, right, sq, sk, family):
     ("fp16", 256, 256, 1, 79, 81, 2, 8, 8, 500, 700),
     ("bf16", 192, 128, 2, 128, 0, 2, 16, 16, 1000, 1000),
     ("bf16", 96, 96, 1, 33, 33, 2, 8, 4, 400, 300),
+    # windows of at least 2048 keys (or without a right bound) on the wide kernel (d128 from 4096 rows, d64 from 2048)
+    ("bf16", 128, 128, 2, 3000, 0, 1, 16, 16, 4200, 4200),
+    ("fp16", 64, 64, 1, 2500, 20, 1, 32, 32, 2500, 2500),
+    ("bf16", 64, 64, 2, 300, -1, 1, 32, 8, 2200, 2200),
 ])
 def test_asm_windows(dt, d, dv, mask_type, left, right, b, h, hk, sq, sk):
     dtype = DTYPES[dt]
