@@ -2,7 +2,8 @@
 // The asm ("v3") family's backward on sm_90a: one CTA per (128-key block, query head, batch), three warpgroups.
 //   warpgroup 0        producer: one thread issues the tensor copies (TMA, 128-byte swizzle) of the CTA's K and V
 //                      once, then of Q and dO per query block into a ring of kStages stages, with the block's
-//                      log2-scaled LSE and D rows (bulk copies from the padded copies sm90_bwd_pre wrote)
+//                      log2-scaled LSE and D rows (bulk copies from the padded copies sm90_bwd_pre wrote); in
+//                      deterministic mode a thread of its second warp keeps the dQ turns (turn_watcher)
 //   warpgroups 1 and 2 consumers: 64 keys each. Per query block, by wgmma:
 //                        S^T  = K Q^T,  dP^T = V dO^T         (both operands from shared memory)
 //                        P^T  = exp2(S^T scale_log2 - LSE2),  dS^T = P^T (dP^T - D)   (registers)
@@ -76,7 +77,7 @@ struct Sm90BwdTraits
     static constexpr int kConsumerRegs = 240;
     static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
     static constexpr int kSmemBase = 1024 + 2 * kKvBytes + kStages * 2 * kQBytes + 2 * kDsBytes +
-                                     kStages * 2 * kStatBytes + 8 * (1 + 2 * kStages);
+                                     kStages * 2 * kStatBytes + 8 * (1 + 2 * kStages + 4);
     static constexpr int kDqPartBytes = 64 * 64 * 4;
     // dQ staging parts per consumer: two where they fit (d128 when kDqBulk is forced), else one (d64)
     static constexpr int kDqBufs = !kDqBulk ? 0 : kSmemBase + 2 * 2 * kDqPartBytes <= 232448 ? 2 : 1;
@@ -308,10 +309,58 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
 // acc[4j + {0, 1}] (first row) and acc[4j + {2, 3}] (second row). In S^T / dP^T the rows are keys and the columns
 // query rows.
 // kDet (deterministic mode): every dQ element sums the key blocks' parts in one order, descending key blocks, each
-// CTA waiting for its turn on the query block's counter (p.turns) before it adds. The grid runs in reverse (key block
-// gridDim.x - 1 first), so a CTA only waits on CTAs dispatched before it; the parts are added with red from registers
-// (no bulk reduction, whose completion would sit in the turn's critical path) and every CTA walks its query blocks
-// upward (no kRotateM), so that descending is the order the CTAs reach a block in.
+// CTA adding its part when the query block's counter (p.turns) says its turn has come (turn_watcher). The grid runs
+// in reverse (key block gridDim.x - 1 first), so a CTA only waits on CTAs dispatched before it; the parts are added
+// with red from registers (no bulk reduction, whose completion would sit in the turn's critical path) and every CTA
+// walks its query blocks upward (no kRotateM), so that descending is the order the CTAs reach a block in.
+//
+// turn_watcher: the turns of one CTA, kept off the consumers' path by one thread of the producer warpgroup. For step
+// i (query block m_first + i, counter turns[i]) it waits until the counter reaches rank_of(i), the number of key
+// blocks that add before this one, and arrives on turn_ok[i % 2]; once every consumer thread has issued its part
+// (dq_in[i % 2]), a gpu-scope release fence (cumulative over the arrivals its mbarrier wait acquired) orders those
+// reductions before the counter's increment, and the next key block may add. The consumers neither poll nor fence.
+// The next step's turn is tried once before the current step's release and waited for only after it, so a release
+// never waits on another CTA. turn_ok / dq_in slot s serves steps s, s + 2, ...: step i + 1 is signalled only after
+// the consumers' arrivals for step i - 1 were seen, so no phase of either barrier completes twice unobserved.
+// Before, each consumer warpgroup polled the counter (an acquire load, at the reduction), then fenced its own
+// reductions, synchronized and counted itself in: two round trips to the L2 in every step's critical path. Same
+// call, H100 bf16 16k tokens TFLOP/s, s = 1k / 4k / 16k, before -> watcher (non-deterministic in the same call): d64
+// 221 / 269 / 308 -> 293 / 377 / 465 (355 / 450 / 483), causal 187 / 259 / 286 -> 256 / 390 / 453 (255 / 401 /
+// 478); d128 244 / 294 / 316 -> 348 / 449 / 507 (415 / 530 / 553), causal 188 / 265 / 294 -> 283 / 424 / 487 (297 /
+// 464 / 546). (The try skipped when the consumers have already arrived: even.) What is left without a mask is the
+// chain's start: the key blocks of a head all begin at query block 0, where each waits for the one above it.
+#if MHA_SM90A
+template <typename RankOf>
+__device__ __forceinline__ void turn_watcher(int32_t* turns, int steps, uint64_t* turn_ok, uint64_t* dq_in,
+                                             RankOf&& rank_of)
+{
+    int next = 0, target = rank_of(0);
+    auto signal = [&](bool wait) { // step `next`, if its turn has come (wait: until it has)
+        if (next >= steps)
+            return;
+        if (wait)
+            while (dev::load_acquire(turns + next) < target)
+                __nanosleep(20);
+        else if (dev::load_acquire(turns + next) < target)
+            return;
+        mbar_arrive(smem_u32(turn_ok + next % 2));
+        if (++next < steps)
+            target = rank_of(next);
+    };
+    signal(true);
+    for (int i = 0; i < steps; ++i) // on entry next is i + 1 or i + 2
+    {
+        if (next == i + 1)
+            signal(false);
+        mbar_wait(smem_u32(dq_in + i % 2), uint32_t((i / 2) & 1));
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        asm volatile("red.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(turns + i) : "memory");
+        if (next == i + 1)
+            signal(true);
+    }
+}
+#endif
+
 template <typename Kt, bool kDet>
 __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_constant__ Sm90BwdParams p)
 {
@@ -342,6 +391,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     uint64_t* full_kv  = reinterpret_cast<uint64_t*>(sD + kStages * kBlockM);
     uint64_t* full     = full_kv + 1;
     uint64_t* empty    = full + kStages;
+    uint64_t* turn_ok  = empty + kStages; // kDet: [2] the watcher's "step i's turn has come" (one arrival)
+    uint64_t* dq_in    = turn_ok + 2;     // kDet: [2] the consumers' "step i's dQ part is issued" (256 arrivals)
 
     const int n_block = kDet ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x), h = blockIdx.y, b = blockIdx.z;
     const int n0 = n_block * kBlockN;
@@ -369,6 +420,12 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
             mbar_init(smem_u32(full + s), 1);
             mbar_init(smem_u32(empty + s), Kt::kConsumers * 4); // one arrival per consumer warp
         }
+        if constexpr (kDet)
+            for (int s = 0; s < 2; ++s)
+            {
+                mbar_init(smem_u32(turn_ok + s), 1);
+                mbar_init(smem_u32(dq_in + s), 128 * Kt::kConsumers);
+            }
         mbar_init_fence();
     }
     __syncthreads();
@@ -378,6 +435,27 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     {
         // producer
         dev::regs_dec<Kt::kProducerRegs>();
+        if constexpr (kDet)
+            if (tid == 32 && steps > 0)
+            {
+                // the key blocks that see query block m are a contiguous range whose ends do not decrease with m
+                // (query_blocks' bounds do not decrease with the key block), and its highest adds first; the
+                // watcher asks for the steps in order, so the highest visitor is found by a cursor that only moves up
+                const int n_blocks = (bt.sk + kBlockN - 1) / kBlockN;
+                int last_visitor   = n_block;
+                turn_watcher(p.turns + bh * p.m_blocks + m_first, steps, turn_ok, dq_in, [&](int i) {
+                    for (;;)
+                    {
+                        int f = 0, e = 0;
+                        if (last_visitor + 1 < n_blocks)
+                            query_blocks<Kt>(p, bt, last_visitor + 1, f, e);
+                        if (!(f <= m_first + i && m_first + i < e))
+                            return last_visitor - n_block;
+                        ++last_visitor;
+                    }
+                });
+                return;
+            }
         if (tid != 0 || steps <= 0)
             return;
         const int hk = h / p.head_ratio;
@@ -434,22 +512,6 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     const uint32_t k_base  = smem_u32(sK), v_base = smem_u32(sV);
     const uint32_t ds_base = smem_u32(sDs);
     const int key0 = 64 * cw + wrow + g; // this thread's key rows in the block: key0, key0 + 8
-    // kDet: the key blocks that see query block m are a contiguous range whose ends do not decrease with m
-    // (query_blocks' bounds do not decrease with the key block), and its highest adds first. The CTA walks m upward,
-    // so the highest visitor is found by a cursor that only moves up.
-    int last_visitor = n_block;
-    auto last_visitor_of = [&](int m) {
-        const int n_blocks = (bt.sk + kBlockN - 1) / kBlockN;
-        for (;;)
-        {
-            int f = 0, e = 0;
-            if (last_visitor + 1 < n_blocks)
-                query_blocks<Kt>(p, bt, last_visitor + 1, f, e);
-            if (!(f <= m && m < e))
-                return last_visitor;
-            ++last_visitor;
-        }
-    };
     for (int i = 0; i < steps; ++i)
     {
         const int st = i % kStages, m_block = m_first + step_block(i), m0 = m_block * kBlockM;
@@ -650,17 +712,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 cute::warpgroup_fence_operand(da[kk][r]);
             }
         float* tile = p.dq_acc + (bh * p.m_blocks + m_block) * Kt::kDqTile;
-        int32_t* turn = kDet ? p.turns + bh * p.m_blocks + m_block : nullptr;
-        if constexpr (kDet) // the higher key blocks that see this query block have added theirs (both warpgroups)
-        {
-            if (t128 == 0)
-            {
-                const int target = 2 * (last_visitor_of(m_block) - n_block);
-                while (dev::load_acquire(turn) < target)
-                    __nanosleep(32);
-            }
-            asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
-        }
+        if constexpr (kDet) // the higher key blocks that see this query block have added theirs (turn_watcher)
+            mbar_wait(smem_u32(turn_ok + i % 2), uint32_t((i / 2) & 1));
         if constexpr (kBulk)
         {
             float* part = sDq + (cw * Kt::kDqBufs + i % Kt::kDqBufs) * 4096; // the fragment order of dq_part_index
@@ -686,13 +739,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 dev::red_add_v4(tile + dq_part_index(cw, c, t128), dq[4 * c], dq[4 * c + 1], dq[4 * c + 2],
                                 dq[4 * c + 3]);
         }
-        if constexpr (kDet) // this warpgroup's part is in; the next key block's turn once both warpgroups count
-        {
-            __threadfence();
-            asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
-            if (t128 == 0)
-                atomicAdd(turn, 1);
-        }
+        if constexpr (kDet) // this thread's part is issued; the watcher passes the turn on once it is performed
+            mbar_arrive(smem_u32(dq_in + i % 2));
     }
     if constexpr (kBulk) // the bulk reductions complete before the CTA's shared memory goes away
         if (t128 == 0)
