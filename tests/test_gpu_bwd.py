@@ -429,13 +429,15 @@ def test_deterministic_dq_bit_identical():
     assert_bar(runs[0][0], ref[0], naive[0], "deterministic dq")
 
 
-DETERMINISTIC_STRESS = [  # (d, mask_type, left, right, b, h, hk, sq, sk): 32-133 key blocks per head
+DETERMINISTIC_STRESS = [  # (d, mask_type, left, right, b, h, hk, sq, sk): 20-133 key blocks per head; the masks'
+    # descending order and, without a mask, the rotated one (several cooperative launches of whole heads)
     (64, 0, -1, -1, 2, 8, 8, 4096, 4096),
     (128, 0, -1, -1, 2, 8, 2, 4096, 4096),
     (128, 2, -1, 0, 2, 8, 8, 4096, 4096),
     (64, 3, -1, 0, 1, 8, 8, 3000, 5000),
     (128, 2, 700, 0, 1, 8, 8, 5000, 5000),
-    (128, 0, -1, -1, 1, 4, 4, 17000, 17000),  # a head's key blocks outnumber the H100's SMs
+    (128, 0, -1, -1, 1, 4, 4, 17000, 17000),  # 133 key blocks, more than rotate (and than an H100's SMs): descending
+    (128, 0, -1, -1, 2, 8, 4, 300, 2500),     # rotated with fewer query blocks than key blocks (tied starts)
 ]
 
 

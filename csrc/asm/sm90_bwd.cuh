@@ -18,7 +18,8 @@
 // rows, the dQ accumulator zeroed), sm90_bwd_kernel, sm90_bwd_convert (dQ = scale * accumulator).
 // Covers no mask, causal masks and sliding windows (top-left or bottom-right; no sink tokens), batch and group mode
 // (group mode: per-sequence tensor maps, sm90_bwd_pre), MQA / GQA (dK / dV per query head, as the ck backward),
-// deterministic dQ (kDet), head dims up to 64 or 128;
+// deterministic dQ (kDet; without a mask and up to kRotMaxBlocks key blocks, the rotated order, kRot), head dims
+// up to 64 or 128;
 // csrc/api/mha_bwd.cpp (asm_choice / asm_instance) decides which calls come here.
 
 #include "sm90_fwd.cuh"
@@ -77,7 +78,7 @@ struct Sm90BwdTraits
     static constexpr int kConsumerRegs = 240;
     static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "setmaxnreg would wait forever");
     static constexpr int kSmemBase = 1024 + 2 * kKvBytes + kStages * 2 * kQBytes + 2 * kDsBytes +
-                                     kStages * 2 * kStatBytes + 8 * (1 + 2 * kStages + 4);
+                                     kStages * 2 * kStatBytes + 8 * (1 + 2 * kStages + 5);
     static constexpr int kDqPartBytes = 64 * 64 * 4;
     // dQ staging parts per consumer: two where they fit (d128 when kDqBulk is forced), else one (d64)
     static constexpr int kDqBufs = !kDqBulk ? 0 : kSmemBase + 2 * 2 * kDqPartBytes <= 232448 ? 2 : 1;
@@ -111,6 +112,9 @@ struct Sm90BwdParams
     int32_t win_left, win_right;
     uint32_t win_span; // win_left + win_right
     int32_t bottom_right;
+    // kRot (deterministic, no mask, batch mode): rot_heads heads at a time (flat b * nhead + h), each as rot_n CTAs, one
+    // per key block
+    int32_t rot_n, rot_heads;
     int32_t dq_vec16;     // every dQ row 16-byte aligned: sm90_bwd_convert's 16-byte stores (else 4-byte)
     int32_t kv_vec16;     // every dK and dV row 16-byte aligned: the main kernel's 16-byte stores (else 4-byte)
     SeqParams seq;        // group mode: the sequences' rows (ck::SeqInfo)
@@ -308,8 +312,9 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
 // 16w .. 16w + 15; lane l rows 16w + l / 4 and + 8, and in each 8-column chunk j the columns 8j + 2 (l % 4), + 1 as
 // acc[4j + {0, 1}] (first row) and acc[4j + {2, 3}] (second row). In S^T / dP^T the rows are keys and the columns
 // query rows.
-// kDet (deterministic mode): every dQ element sums the key blocks' parts in one order, descending key blocks, each
-// CTA adding its part when the query block's counter (p.turns) says its turn has come (turn_watcher). The grid runs
+// kDet (deterministic mode): every dQ element sums the key blocks' parts in one fixed order (below: descending key
+// blocks; kRot: the rotated order), each CTA adding its part when the query block's counter (p.turns) says its turn
+// has come (turn_watcher). Descending order: the grid runs
 // in reverse (key block gridDim.x - 1 first), so a CTA only waits on CTAs dispatched before it; the parts are added
 // with red from registers (no bulk reduction, whose completion would sit in the turn's critical path) and every CTA
 // walks its query blocks upward (no kRotateM), so that descending is the order the CTAs reach a block in.
@@ -327,23 +332,30 @@ __global__ void __launch_bounds__(128) sm90_bwd_pre(const __grid_constant__ BwdP
 // call, H100 bf16 16k tokens TFLOP/s, s = 1k / 4k / 16k, before -> watcher (non-deterministic in the same call): d64
 // 221 / 269 / 308 -> 293 / 377 / 465 (355 / 450 / 483), causal 187 / 259 / 286 -> 256 / 390 / 453 (255 / 401 /
 // 478); d128 244 / 294 / 316 -> 348 / 449 / 507 (415 / 530 / 553), causal 188 / 265 / 294 -> 283 / 424 / 487 (297 /
-// 464 / 546). (The try skipped when the consumers have already arrived: even.) What is left without a mask is the
-// chain's start: the key blocks of a head all begin at query block 0, where each waits for the one above it.
+// 464 / 546). (The try skipped when the consumers have already arrived: even.)
+//
+// kRot, the rotated order (calls without a mask, rotate_det): in the descending order the key blocks of a head all
+// begin at query block 0, where each waits for the one above it, a chain of N turns before the last can add. Here
+// key block n starts at query block s(n) = n M / N and walks them cyclically, and each query block takes the parts in
+// the order the key blocks reach it, so no CTA waits at the start. That order has CTAs wait on CTAs of any key
+// block, so all of a head's must be resident at once: the grid is cooperative (run_rotated) and persistent, a CTA
+// per SM taking its key block of one head per round (items; K / V reloaded per item behind empty_kv).
 #if MHA_SM90A
-template <typename RankOf>
-__device__ __forceinline__ void turn_watcher(int32_t* turns, int steps, uint64_t* turn_ok, uint64_t* dq_in,
-                                             RankOf&& rank_of)
+template <typename BlockOf, typename RankOf>
+__device__ __forceinline__ void turn_watcher(int32_t* turns, int steps, int gs, uint64_t* turn_ok, uint64_t* dq_in,
+                                             BlockOf&& block_of, RankOf&& rank_of)
 {
+    // the CTA's steps before this item's: the barrier slots and phases run on across items (kRot)
     int next = 0, target = rank_of(0);
     auto signal = [&](bool wait) { // step `next`, if its turn has come (wait: until it has)
         if (next >= steps)
             return;
         if (wait)
-            while (dev::load_acquire(turns + next) < target)
+            while (dev::load_acquire(turns + block_of(next)) < target)
                 __nanosleep(20);
-        else if (dev::load_acquire(turns + next) < target)
+        else if (dev::load_acquire(turns + block_of(next)) < target)
             return;
-        mbar_arrive(smem_u32(turn_ok + next % 2));
+        mbar_arrive(smem_u32(turn_ok + (gs + next) % 2));
         if (++next < steps)
             target = rank_of(next);
     };
@@ -352,18 +364,19 @@ __device__ __forceinline__ void turn_watcher(int32_t* turns, int steps, uint64_t
     {
         if (next == i + 1)
             signal(false);
-        mbar_wait(smem_u32(dq_in + i % 2), uint32_t((i / 2) & 1));
+        mbar_wait(smem_u32(dq_in + (gs + i) % 2), uint32_t(((gs + i) / 2) & 1));
         asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        asm volatile("red.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(turns + i) : "memory");
+        asm volatile("red.relaxed.gpu.global.add.s32 [%0], 1;" ::"l"(turns + block_of(i)) : "memory");
         if (next == i + 1)
             signal(true);
     }
 }
 #endif
 
-template <typename Kt, bool kDet>
+template <typename Kt, bool kDet, bool kRot = false>
 __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_constant__ Sm90BwdParams p)
 {
+    static_assert(!kRot || kDet, "the rotated order is deterministic mode's");
 #if MHA_SM90A
     constexpr bool kBulk    = Kt::kDqBulk && !kDet;
     constexpr bool kRotateM = Kt::kRotateM && !kDet;
@@ -393,8 +406,23 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     uint64_t* empty    = full + kStages;
     uint64_t* turn_ok  = empty + kStages; // kDet: [2] the watcher's "step i's turn has come" (one arrival)
     uint64_t* dq_in    = turn_ok + 2;     // kDet: [2] the consumers' "step i's dQ part is issued" (256 arrivals)
+    uint64_t* empty_kv = dq_in + 2;       // kRot: the item's K / V read (one arrival per consumer warp)
 
-    const int n_block = kDet ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x), h = blockIdx.y, b = blockIdx.z;
+    // The CTA's items, each a (key block, query head, batch): one (the block index), or with kRot one per round: CTA
+    // c takes key block c % rot_n of flat head it * rot_heads + c / rot_n in round it (32-bit: the host's bounds).
+    // Below, item 0's variables; each role walks the items alone (item()), with the steps of their query blocks
+    // counted on across them (gi), and so the ring's, dS's and the turns' barrier phases. Every kRot item has the same
+    // steps (batch mode, no mask) and loads K / V once: item it starts at step it * steps, is the CTA's K / V load it.
+    const uint32_t rot_c = blockIdx.x, rot_n = kRot ? uint32_t(p.rot_n) : 1u;
+    auto rot_head = [&](int it) { return uint32_t(it) * uint32_t(p.rot_heads) + rot_c / rot_n; };
+    const int n_items = kRot ? int((uint32_t(p.batch) * uint32_t(p.nhead) - rot_c / rot_n + p.rot_heads - 1) /
+                                   uint32_t(p.rot_heads))
+                             : 1;
+    const int n_block = kRot   ? int(rot_c % rot_n)
+                        : kDet ? int(gridDim.x) - 1 - int(blockIdx.x)
+                               : int(blockIdx.x);
+    const int h = kRot ? int(rot_head(0) % uint32_t(p.nhead)) : int(blockIdx.y);
+    const int b = kRot ? int(rot_head(0) / uint32_t(p.nhead)) : int(blockIdx.z);
     const int n0 = n_block * kBlockN;
     const BwdBatch bt = batch_of(p, b);
     if (n0 >= bt.sk) // group mode: past this sequence's keys (the grid covers max_seqlen_k)
@@ -402,13 +430,21 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     int m_first, m_end;
     query_blocks<Kt>(p, bt, n_block, m_first, m_end);
     const int steps = m_end - m_first;
-    // kRotateM: step i takes query block m_first + (i + n_block) % steps
-    const int rot = kRotateM && steps > 0 ? n_block % steps : 0;
+    // kRotateM: step i takes query block m_first + (i + n_block) % steps; kRot: (i + n_block steps / rot_n) % steps
+    const int rot = kRot       ? int(uint32_t(n_block) * uint32_t(steps) / uint32_t(p.rot_n))
+                    : kRotateM && steps > 0 ? n_block % steps
+                                            : 0;
     auto step_block = [&](int i) {
-        if constexpr (!kRotateM)
+        if constexpr (!kRotateM && !kRot)
             return i;
         const int x = i + rot;
         return x >= steps ? x - steps : x;
+    };
+    // item it's (batch, head): item 0's above, another round's anew; the rest is every kRot item's (batch mode: the
+    // same lengths, the same key block)
+    auto item = [&](int it) {
+        return kRot && it > 0 ? make_int2(int(rot_head(it) / uint32_t(p.nhead)), int(rot_head(it) % uint32_t(p.nhead)))
+                              : make_int2(b, h);
     };
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
@@ -426,38 +462,71 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 mbar_init(smem_u32(turn_ok + s), 1);
                 mbar_init(smem_u32(dq_in + s), 128 * Kt::kConsumers);
             }
+        if constexpr (kRot)
+            mbar_init(smem_u32(empty_kv), Kt::kConsumers * 4);
         mbar_init_fence();
     }
     __syncthreads();
 
-    const int64_t bh = int64_t(b) * p.nhead + h;
+    const int64_t bh0 = int64_t(b) * p.nhead + h; // item 0's
+    auto item_bh = [&](int it) { return kRot && it > 0 ? int64_t(item(it).x) * p.nhead + item(it).y : bh0; };
     if (wg == 0)
     {
         // producer
         dev::regs_dec<Kt::kProducerRegs>();
         if constexpr (kDet)
             if (tid == 32 && steps > 0)
+            for (int it = 0; it < n_items; ++it)
             {
+                const int64_t bh = item_bh(it);
+                const int gs = kRot ? it * steps : 0;
+                if constexpr (kRot)
+                {
+                    // Every key block of the head visits every query block, key block n from s(n) = n M / N on,
+                    // cyclically (rot), and they all run at once (the launch is cooperative): they reach query block
+                    // m in the order of the steps (m - s(n)) mod M they take to get there, and add in that order
+                    // (ties: the higher key block first). The rank of step i (m = s(n) + i): the key blocks whose
+                    // start lies in the i query blocks up to m (cyclically), F(x) = #{n : s(n) < x}, plus the tied
+                    // ones above this one. 32-bit: M N < 2^31 (the host's bound).
+                    const uint32_t N = p.rot_n, M = steps;
+                    auto F = [=](uint32_t v) { return min(N, (v * N + M - 1) / M); };
+                    const int ties = int(F(rot + 1)) - (n_block + 1);
+                    turn_watcher(p.turns + bh * p.m_blocks, steps, gs, turn_ok, dq_in, step_block, [=](int i) {
+                        const int m = step_block(i), lo = m - i + 1;
+                        const uint32_t before = i == 0  ? 0u
+                                                : lo >= 0 ? F(m + 1) - F(lo)
+                                                          : F(m + 1) + N - F(uint32_t(lo) + M);
+                        return int(before) + ties;
+                    });
+                    if (it + 1 == n_items)
+                        return;
+                    continue;
+                }
                 // the key blocks that see query block m are a contiguous range whose ends do not decrease with m
                 // (query_blocks' bounds do not decrease with the key block), and its highest adds first; the
                 // watcher asks for the steps in order, so the highest visitor is found by a cursor that only moves up
                 const int n_blocks = (bt.sk + kBlockN - 1) / kBlockN;
                 int last_visitor   = n_block;
-                turn_watcher(p.turns + bh * p.m_blocks + m_first, steps, turn_ok, dq_in, [&](int i) {
-                    for (;;)
-                    {
-                        int f = 0, e = 0;
-                        if (last_visitor + 1 < n_blocks)
-                            query_blocks<Kt>(p, bt, last_visitor + 1, f, e);
-                        if (!(f <= m_first + i && m_first + i < e))
-                            return last_visitor - n_block;
-                        ++last_visitor;
-                    }
-                });
+                turn_watcher(p.turns + bh * p.m_blocks + m_first, steps, gs, turn_ok, dq_in, [](int i) { return i; },
+                             [&](int i) {
+                                 for (;;)
+                                 {
+                                     int f = 0, e = 0;
+                                     if (last_visitor + 1 < n_blocks)
+                                         query_blocks<Kt>(p, bt, last_visitor + 1, f, e);
+                                     if (!(f <= m_first + i && m_first + i < e))
+                                         return last_visitor - n_block;
+                                     ++last_visitor;
+                                 }
+                             });
                 return;
             }
         if (tid != 0 || steps <= 0)
             return;
+        for (int it = 0; it < n_items; ++it)
+        {
+        const int b = item(it).x, h = item(it).y, gs = kRot ? it * steps : 0;
+        const int64_t bh = item_bh(it);
         const int hk = h / p.head_ratio;
         // group mode: the sequence's own maps (batch coordinate 0), written by sm90_bwd_pre
         const bool group = p.seq.is_group;
@@ -470,6 +539,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         if (group)
             for (int i = 0; i < 4; ++i)
                 dev::tensormap_acquire(maps + i);
+        if (kRot && it > 0) // the consumers are done with the previous item's K / V
+            mbar_wait(smem_u32(empty_kv), uint32_t((it - 1) & 1));
         // (V on a barrier of its own, so that the first S^T GEMM waits for K only: 7-9% slower at d128, 1% at d64)
         mbar_expect_tx(smem_u32(full_kv), 2 * Kt::kKvBytes);
         for (int a = 0; a < kAtoms; ++a)
@@ -478,9 +549,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
             dev::tma_load(sV + a * kBlockN * 128, map_v, 64 * a, n0, hk, cb, full_kv);
         for (int i = 0; i < steps; ++i)
         {
-            const int s = i % kStages, m0 = (m_first + step_block(i)) * kBlockM;
-            if (i >= kStages)
-                mbar_wait(smem_u32(empty + s), uint32_t(((i / kStages) & 1) ^ 1));
+            const int gi = gs + i, s = gi % kStages, m0 = (m_first + step_block(i)) * kBlockM;
+            if (gi >= kStages)
+                mbar_wait(smem_u32(empty + s), uint32_t(((gi / kStages) & 1) ^ 1));
             mbar_expect_tx(smem_u32(full + s), 2 * Kt::kQBytes + 2 * Kt::kStatBytes);
             for (int a = 0; a < kAtoms; ++a)
                 dev::tma_load(sQ + s * Kt::kQBytes + a * kBlockM * 128, map_q, 64 * a, m0, h, cb, full + s);
@@ -488,6 +559,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 dev::tma_load(sDo + s * Kt::kQBytes + a * kBlockM * 128, map_do, 64 * a, m0, h, cb, full + s);
             dev::bulk_load(sLse + s * kBlockM, p.lse2 + bh * p.sq_pad + m0, Kt::kStatBytes, full + s);
             dev::bulk_load(sD + s * kBlockM, p.dpad + bh * p.sq_pad + m0, Kt::kStatBytes, full + s);
+        }
         }
         return;
     }
@@ -502,20 +574,25 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
     constexpr int kKvRegs = D / 2;       // 64 x D
     constexpr int kKSteps = kBlockM / 16; // k-steps of the dV / dK GEMMs (query rows)
 
+    for (int it = 0; it < n_items; ++it)
+    {
+    const int b = item(it).x, h = item(it).y, gs = kRot ? it * steps : 0;
+    const int64_t bh = item_bh(it);
     float dv[kKvRegs], dk[kKvRegs];
 #pragma unroll
     for (int i = 0; i < kKvRegs; ++i)
         dv[i] = 0.f, dk[i] = 0.f;
 
     if (steps > 0)
-        mbar_wait(smem_u32(full_kv), 0u);
+        mbar_wait(smem_u32(full_kv), uint32_t(kRot ? it & 1 : 0));
     const uint32_t k_base  = smem_u32(sK), v_base = smem_u32(sV);
     const uint32_t ds_base = smem_u32(sDs);
     const int key0 = 64 * cw + wrow + g; // this thread's key rows in the block: key0, key0 + 8
     for (int i = 0; i < steps; ++i)
     {
-        const int st = i % kStages, m_block = m_first + step_block(i), m0 = m_block * kBlockM;
-        mbar_wait(smem_u32(full + st), uint32_t((i / kStages) & 1));
+        const int gi = gs + i; // the CTA's step: ring stage and phase, dS buffer, turn slot
+        const int st = gi % kStages, m_block = m_first + step_block(i), m0 = m_block * kBlockM;
+        mbar_wait(smem_u32(full + st), uint32_t((gi / kStages) & 1));
         const uint32_t q_base = smem_u32(sQ + st * Kt::kQBytes), do_base = smem_u32(sDo + st * Kt::kQBytes);
 
         // S^T = K_w Q^T, dP^T = V_w dO^T: A the warpgroup's 64 key rows, B the block's query rows (both K-major)
@@ -631,7 +708,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
             // The buffer is 1024-byte aligned and the chunk bits of row0's address are g's, so each store's address
             // is row0's XOR (j % 8) << 4. With the 16 offsets computed ahead instead, the compiler kept them across
             // the loop: 13 registers at d128, spilled and reloaded every step (52 B of spill; none now)
-            const uint32_t row0 = ds_base + (i % 2) * Kt::kDsBytes + key0 * 128 + g * 16 + 4 * t;
+            const uint32_t row0 = ds_base + (gi % 2) * Kt::kDsBytes + key0 * 128 + g * 16 + 4 * t;
 #pragma unroll
             for (int j = 0; j < kBlockM / 8; ++j)
 #pragma unroll
@@ -643,7 +720,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         }
         else
         {
-            unsigned char* ds = sDs + (i % 2) * Kt::kDsBytes;
+            unsigned char* ds = sDs + (gi % 2) * Kt::kDsBytes;
 #pragma unroll
             for (int j = 0; j < kBlockM / 8; ++j)
 #pragma unroll
@@ -661,7 +738,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         // reductions) measured, H200 bf16 16k tokens TFLOP/s s = 1k / 4k / 16k non-causal: d64 259 / 321 / 342 ->
         // 258 / 328 / 354 (causal 1k 186 -> 179), d128 304 / 401 / 437 -> 263 / 337 / 364.
         if constexpr (kBulk) // the dQ staging buffer this step fills: its last bulk reduction has read it
-            if (t128 == 0 && i >= Kt::kDqBufs)
+            if (t128 == 0 && gi >= Kt::kDqBufs)
             {
                 if constexpr (Kt::kDqBufs == 2)
                     asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
@@ -672,7 +749,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
         // dQ part cw = dS K over the block's 128 keys: A = dS (dS^T as stored: MN-major, queries are M), B = K
         // (MN-major, head columns are N). d64: this warpgroup's 64 query rows; d128: its 64 head columns.
         float dq[32];
-        const uint32_t a_base = ds_base + (i % 2) * Kt::kDsBytes + (Kt::kDqSplitRows ? cw * kBlockN * 128 : 0);
+        const uint32_t a_base = ds_base + (gi % 2) * Kt::kDsBytes + (Kt::kDqSplitRows ? cw * kBlockN * 128 : 0);
         const uint32_t b_base = k_base + (Kt::kDqSplitRows ? 0 : cw * kBlockN * 128);
         dev::fence_regs(dq);
         cute::warpgroup_arrive();
@@ -713,10 +790,10 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
             }
         float* tile = p.dq_acc + (bh * p.m_blocks + m_block) * Kt::kDqTile;
         if constexpr (kDet) // the higher key blocks that see this query block have added theirs (turn_watcher)
-            mbar_wait(smem_u32(turn_ok + i % 2), uint32_t((i / 2) & 1));
+            mbar_wait(smem_u32(turn_ok + gi % 2), uint32_t((gi / 2) & 1));
         if constexpr (kBulk)
         {
-            float* part = sDq + (cw * Kt::kDqBufs + i % Kt::kDqBufs) * 4096; // the fragment order of dq_part_index
+            float* part = sDq + (cw * Kt::kDqBufs + gi % Kt::kDqBufs) * 4096; // the fragment order of dq_part_index
 #pragma unroll
             for (int c = 0; c < 8; ++c)
                 *reinterpret_cast<float4*>(part + (c * 128 + t128) * 4) =
@@ -740,8 +817,10 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                                 dq[4 * c + 3]);
         }
         if constexpr (kDet) // this thread's part is issued; the watcher passes the turn on once it is performed
-            mbar_arrive(smem_u32(dq_in + i % 2));
+            mbar_arrive(smem_u32(dq_in + gi % 2));
     }
+    if (kRot && steps > 0 && lane == 0) // this warp's GEMMs are done with the item's K / V: the next item's may load
+        mbar_arrive(smem_u32(empty_kv));
     if constexpr (kBulk) // the bulk reductions complete before the CTA's shared memory goes away
         if (t128 == 0)
             asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -807,6 +886,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_bwd_kernel(const __grid_
                 *reinterpret_cast<uint32_t*>(vrow + col) = G::pack(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
         }
     }
+    } // items
 #endif // MHA_SM90A
 }
 
@@ -874,6 +954,50 @@ inline bool encode_bwd_maps(Sm90BwdParams& a, const BwdParams& p, int block_m, i
                          p.v_head_stride, vb);
 }
 
+// Deterministic mode's rotated order (sm90_bwd_kernel, kRot) for a call without a mask in batch mode with at most
+// kRotMaxBlocks key blocks per head (and the 32-bit bounds of the kernel's arithmetic), where the descending order's
+// start, each key block of a head waiting for the one above it at query block 0, costs most. Same call, H100 bf16
+// 16k tokens TFLOP/s (.carry/s51/c6.sh), descending -> rotated, s = 1k / 2k / 4k / 16k: d64 291 / 337 / 375 / 458
+// -> 332 / 386 / 424 / 456 (16k: the descending order, 128 key blocks), d128 346 / 403 / 444 / 494 -> 370 / 429 /
+// 466 / 488 (16k rotated there: 0.99).
+constexpr int kRotMaxBlocks = 32;
+template <typename Kt>
+bool rotate_det(const Sm90BwdParams& a, int n_blocks, bool group)
+{
+    return !group && a.win_left == kNoBound && a.win_right == kNoBound && a.max_seqlen_q > 0 &&
+           n_blocks <= std::min(kRotMaxBlocks, sm_count()) &&
+           int64_t(a.m_blocks) * n_blocks < (int64_t(1) << 31) &&
+           int64_t(a.batch) * a.nhead < (int64_t(1) << 31);
+}
+
+// The rotated order's launch: every key block of a head must run at once, so the grid is cooperative, one CTA per
+// SM for as many whole heads as fit, each CTA taking its key block of one head per round (sm90_bwd_kernel, kRot).
+// cudaErrorNotSupported (nothing launched): the launch was refused (a partitioned GPU, where the heads' CTAs would
+// not all fit), and the caller takes the descending order. (Rounds as separate cooperative launches instead cost
+// the gaps between them: d128 1k 0.97-0.98 of the descending order, against 1.07 in one grid.)
+template <typename Kt>
+cudaError_t run_rotated(const Sm90BwdParams& a, int n_blocks, int64_t heads, cudaStream_t stream)
+{
+    auto kernel = &sm90_bwd_kernel<Kt, true, true>;
+    cudaError_t err = set_max_dynamic_smem(kernel, Kt::kSmemBytes);
+    if (err != cudaSuccess)
+        return err;
+    Sm90BwdParams r = a;
+    r.rot_n = n_blocks, r.rot_heads = int(std::min<int64_t>(sm_count() / n_blocks, heads));
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeCooperative, attr.val.cooperative = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(r.rot_heads * n_blocks)), cfg.blockDim = dim3(Kt::kThreads);
+    cfg.dynamicSmemBytes = Kt::kSmemBytes, cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, kernel, r);
+    if (err == cudaErrorCooperativeLaunchTooLarge)
+    {
+        (void)cudaGetLastError();
+        return cudaErrorNotSupported;
+    }
+    return err;
+}
+
 // One call: p.dq_acc is the workspace (asm_bwd_workspace_bytes, bwd_params.h, with the table's block_m and hdim,
 // which the generated instance asserts are these traits'). csrc/api has checked what the kernels assume: batch mode
 // without logical lengths or group mode, no sink tokens, sm_90, the copies' alignment.
@@ -925,9 +1049,14 @@ cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)
     }
     if (a.max_seqlen_k > 0) // keys without queries still get dK = dV = 0
     {
-        kernel<<<dim3((a.max_seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN, p.nhead_q, p.batch), Kt::kThreads,
-                 Kt::kSmemBytes, stream>>>(a);
-        if ((err = cudaGetLastError()) != cudaSuccess)
+        const int n_blocks = (a.max_seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN;
+        if (!(p.deterministic && rotate_det<Kt>(a, n_blocks, group)) ||
+            (err = run_rotated<Kt>(a, n_blocks, int64_t(p.batch) * p.nhead_q, stream)) == cudaErrorNotSupported)
+        {
+            kernel<<<dim3(n_blocks, p.nhead_q, p.batch), Kt::kThreads, Kt::kSmemBytes, stream>>>(a);
+            err = cudaGetLastError();
+        }
+        if (err != cudaSuccess)
             return err;
     }
     if (a.max_seqlen_q > 0)
