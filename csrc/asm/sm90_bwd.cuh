@@ -961,8 +961,7 @@ inline bool encode_bwd_maps(Sm90BwdParams& a, const BwdParams& p, int block_m, i
 // -> 332 / 386 / 424 / 456 (16k: the descending order, 128 key blocks), d128 346 / 403 / 444 / 494 -> 370 / 429 /
 // 466 / 488 (16k rotated there: 0.99).
 constexpr int kRotMaxBlocks = 32;
-template <typename Kt>
-bool rotate_det(const Sm90BwdParams& a, int n_blocks, bool group)
+inline bool rotate_det(const Sm90BwdParams& a, int n_blocks, bool group)
 {
     return !group && a.win_left == kNoBound && a.win_right == kNoBound && a.max_seqlen_q > 0 &&
            n_blocks <= std::min(kRotMaxBlocks, sm_count()) &&
@@ -1050,7 +1049,7 @@ cudaError_t run_bwd_sm90(const BwdParams& p, cudaStream_t stream)
     if (a.max_seqlen_k > 0) // keys without queries still get dK = dV = 0
     {
         const int n_blocks = (a.max_seqlen_k + Kt::kBlockN - 1) / Kt::kBlockN;
-        if (!(p.deterministic && rotate_det<Kt>(a, n_blocks, group)) ||
+        if (!(p.deterministic && rotate_det(a, n_blocks, group)) ||
             (err = run_rotated<Kt>(a, n_blocks, int64_t(p.batch) * p.nhead_q, stream)) == cudaErrorNotSupported)
         {
             kernel<<<dim3(n_blocks, p.nhead_q, p.batch), Kt::kThreads, Kt::kSmemBytes, stream>>>(a);
