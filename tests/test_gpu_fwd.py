@@ -352,11 +352,15 @@ def test_use_asm_v3(mask, d):
 
 @pytest.mark.parametrize("dt, d, dv, mask, b, h, hk, sq, sk", [
     # persistent grid (more tiles than SMs), causal row blocks in pairs: an odd count (17), both corners, the wide
-    # (176-key) causal kernel (d64: sq >= 2048, d128: sq >= 4096)
+    # (176-key) causal kernel (sq >= 4096) and the 128-key one below it
     ("bf16", 128, 128, "causal_top_left", 2, 40, 8, 2100, 2100),
     ("bf16", 128, 128, "causal_bottom_right", 1, 16, 4, 4200, 4200),
     ("fp16", 128, 128, "causal_bottom_right", 2, 40, 40, 2100, 2100),
     ("bf16", 64, 64, "causal_bottom_right", 2, 40, 8, 2100, 2100),
+    ("fp16", 64, 64, "causal_top_left", 1, 24, 8, 4200, 4200),
+    # ~11 tiles per CTA, row blocks per head and heads not powers of two (the schedule's multiply-high divisions)
+    ("bf16", 64, 64, "none", 24, 7, 7, 1100, 1100),
+    ("bf16", 128, 128, "causal_bottom_right", 24, 7, 7, 1100, 900),
     # top-left with sq != sk (the diagonal at row 0's key 0): more keys than rows, and rows past the last key that see
     # every key
     ("bf16", 128, 128, "causal_top_left", 2, 16, 16, 700, 1500),

@@ -265,6 +265,17 @@ const FwdInstance* asm_instance(const aiter::mha_fwd_args& a, DType dt, std::str
             return nullptr;
         }
     }
+    // the persistent grid's work list is 32-bit (csrc/asm/sm90_fwd.cuh, TileSchedule): 128-row tiles x heads x batches
+    // below 2^31 (only strides that overlap rows can describe more)
+    {
+        const int64_t rows  = g ? a.max_seqlen_q : a.seqlen_q;
+        const int64_t tiles = (rows + 127) / 128 * int64_t(a.nhead_q) * a.batch;
+        if (tiles >= (int64_t(1) << 31))
+        {
+            why_not = "more than 2^31 - 1 tiles of 128 rows (got " + str(tiles) + ")";
+            return nullptr;
+        }
+    }
     // the tensor copies: 16-byte aligned bases and positive strides that are multiples of 16 bytes (an extent-1
     // dimension's stride is never used: broadcast K / V with stride 0 go to ck; group mode has no batch stride and
     // rows of every sequence); the epilogue's stores of O (16 bytes where its rows are 16-byte aligned, which

@@ -93,6 +93,68 @@ struct Sm90FwdTraits
     static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
 };
 
+// Tiles: (128-row block m, head h, batch b). A CTA takes work items blockIdx.x, + gridDim.x, ... of a list in which
+// the row blocks of one head are neighbours, so that the tiles in flight read the same K / V at about the same time,
+// from the L2. When the grid covers every tile (one tile per CTA, handed out by the hardware as SMs free up), an
+// item is one tile, heaviest row block first. Otherwise the grid is persistent (one CTA per SM: the producer loads
+// the next tile's Q and K / V while the consumers finish the current one), and under a causal mask an item is a
+// pair of row blocks m and num_m - 1 - m, whose key blocks add up to about the same count for every pair, so that
+// the static round robin stays balanced. (A window with a left bound sees about as many keys from every row block:
+// single items.) The host builds the schedule (the grid's size decides the pairing). Its divisions by per_head and
+// nhead are multiplies (FastDiv): a run-time division (I2F, MUFU.RCP, F2I and a fix-up through the uniform datapath)
+// sat twice at every tile's start in the consumers' path, as did a 64-bit division in tile_blocks (per-tile clock64
+// stamps, d64 s = 512: ~960 cycles from one tile's epilogue to the next tile's start, of a ~12,000-cycle tile). With
+// both gone, H100, bf16, 16k tokens, TFLOP/s, same calls in ABBA order (.carry/s52/c5.sh, c9.sh): s = 512 / 1k d64
+// +4-5% / +2-3% (causal +5-7%), d128 +3-3.5% / +2%; 2k and longer even, but d64 at 16k -1.3 to -1.6% (no other
+// instruction in its key loop changed; their order did).
+struct TileCoord
+{
+    int m_block, h, b;
+};
+
+struct TileSchedule
+{
+    int32_t num_m, nhead, per_head; // per_head: items per (batch, head)
+    uint32_t num_items;             // below 2^31: the host keeps the tile count there
+    int32_t paired;
+    FastDiv by_per_head, by_nhead;
+
+    static TileSchedule make(int seqlen_q, int block_m, int nhead, int batch, bool causal, int64_t grid) // host
+    {
+        TileSchedule t{};
+        t.num_m             = (seqlen_q + block_m - 1) / block_m;
+        t.nhead             = nhead;
+        const int64_t heads = int64_t(nhead) * batch;
+        t.paired            = causal && grid < t.num_m * heads ? 1 : 0;
+        t.per_head          = t.paired ? (t.num_m + 1) / 2 : t.num_m;
+        t.num_items         = uint32_t(t.per_head * heads);
+        t.by_per_head       = FastDiv::make(std::max(t.per_head, 1));
+        t.by_nhead          = FastDiv::make(std::max(nhead, 1));
+        return t;
+    }
+
+#if MHA_SM90A
+    // The CTA's k-th tile: false past its last; `skip` for the empty second half of an odd count's middle pair.
+    // item < num_items + gridDim.x < 2^32; divided only below num_items.
+    __device__ __forceinline__ bool get(int64_t k, TileCoord& tc, bool& skip) const
+    {
+        const uint32_t kk   = uint32_t(k);
+        const uint32_t item = blockIdx.x + (paired ? kk / 2 : kk) * gridDim.x;
+        if (item >= num_items)
+            return false;
+        const int hb     = by_per_head.div(int(item));
+        const int i      = int(item) - hb * per_head;
+        const bool upper = paired && (kk & 1);
+        tc.m_block       = upper ? i : num_m - 1 - i;
+        skip             = upper && i == num_m - 1 - i;
+        const int b      = by_nhead.div(hb);
+        tc.h             = hb - b * nhead;
+        tc.b             = b;
+        return true;
+    }
+#endif
+};
+
 // Device arguments: FwdParams' fields this kernel reads, plus the three tensor maps (4-d: column, row, head, batch;
 // group mode: the whole packed tensor as batch 0).
 struct Sm90FwdParams
@@ -120,6 +182,7 @@ struct Sm90FwdParams
     int32_t win_left, win_right;
     int32_t bottom_right;
     SeqParams seq; // group mode and logical lengths (ck::SeqInfo; the kVarlen kernel)
+    TileSchedule sched;
 };
 
 constexpr int32_t kNoBound = 0x7fffffff; // a window side without a bound
@@ -317,51 +380,6 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int t)
 } // namespace dev
 #endif // MHA_SM90A
 
-// Tiles: (128-row block m, head h, batch b). A CTA takes work items blockIdx.x, + gridDim.x, ... of a list in which
-// the row blocks of one head are neighbours, so that the tiles in flight read the same K / V at about the same time,
-// from the L2. When the grid covers every tile (one tile per CTA, handed out by the hardware as SMs free up), an
-// item is one tile, heaviest row block first. Otherwise the grid is persistent (one CTA per SM: the producer loads
-// the next tile's Q and K / V while the consumers finish the current one), and under a causal mask an item is a
-// pair of row blocks m and num_m - 1 - m, whose key blocks add up to about the same count for every pair, so that
-// the static round robin stays balanced. (A window with a left bound sees about as many keys from every row block:
-// single items.)
-struct TileCoord
-{
-    int m_block, h, b;
-};
-
-struct TileSchedule
-{
-    int num_m, nhead, per_head; // per_head: items per (batch, head)
-    int64_t num_items;
-    bool paired;
-
-    __device__ TileSchedule(int seqlen_q, int block_m, int nhead_, int batch, bool causal) : nhead(nhead_)
-    {
-        num_m                 = (seqlen_q + block_m - 1) / block_m;
-        const int64_t heads   = int64_t(nhead) * batch;
-        paired                = causal && int64_t(gridDim.x) < num_m * heads;
-        per_head              = paired ? (num_m + 1) / 2 : num_m;
-        num_items             = per_head * heads;
-    }
-
-    // The CTA's k-th tile: false past its last; `skip` for the empty second half of an odd count's middle pair.
-    __device__ __forceinline__ bool get(int64_t k, TileCoord& tc, bool& skip) const
-    {
-        const int64_t item = blockIdx.x + (paired ? k / 2 : k) * gridDim.x;
-        if (item >= num_items)
-            return false;
-        const int64_t hb = item / per_head;
-        const int i      = int(item - hb * per_head);
-        const bool upper = paired && (k & 1);
-        tc.m_block       = upper ? i : num_m - 1 - i;
-        skip             = upper && i == num_m - 1 - i;
-        tc.h             = int(hb % nhead);
-        tc.b             = int(hb / nhead);
-        return true;
-    }
-};
-
 // Key blocks [first, first + count) the tile's rows [m0, min(m0 + kBlockM, sq)) see: from the first row's left
 // bound to the last row's right bound, within [0, sk). count 0: no row of the tile sees a key.
 struct KeyBlocks
@@ -369,6 +387,10 @@ struct KeyBlocks
     int first, count;
 };
 
+// The bounds in 64-bit (a row's diagonal minus an unbounded side, INT_MAX, must not wrap: written in 32-bit as
+// `x > left ? x - left : 0`, ptxas folded it into a max of the wrapped difference and bottom-right tiles with sk < sq
+// lost their keys), the divisions in 32-bit: 0 <= lo < hi <= sk < 2^31 - 4096. A 64-bit division by kBlockN was
+// about 20 dependent uniform-datapath instructions at every tile's start.
 template <typename Kt>
 __device__ __forceinline__ KeyBlocks tile_blocks(const Sm90FwdParams& p, const TileSeq& ts, int m0)
 {
@@ -376,8 +398,8 @@ __device__ __forceinline__ KeyBlocks tile_blocks(const Sm90FwdParams& p, const T
     const int64_t hi = min(int64_t(ts.sk), int64_t(min(m0 + Kt::kBlockM, ts.sq)) + ts.diag + p.win_right);
     if (hi <= lo)
         return KeyBlocks{0, 0};
-    const int first = int(lo / Kt::kBlockN);
-    return KeyBlocks{first, int((hi + Kt::kBlockN - 1) / Kt::kBlockN) - first};
+    const int first = int(uint32_t(lo) / Kt::kBlockN);
+    return KeyBlocks{first, int((uint32_t(hi) + Kt::kBlockN - 1) / Kt::kBlockN) - first};
 }
 
 // The consumers' per-thread share of a 64-row warpgroup tile (wgmma's accumulator layout): warp w of the warpgroup
@@ -415,8 +437,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 
     constexpr int kRecInts = Kt::kRecInts;
     // causal-like masks (a right bound, no left one): row blocks in pairs of equal total work
-    const TileSchedule sched(p.max_seqlen_q, kBlockM, p.nhead, p.batch,
-                             p.win_left == kNoBound && p.win_right != kNoBound);
+    const TileSchedule& sched = p.sched;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     if (tid == 0)
@@ -1018,9 +1039,10 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     cudaError_t err = set_max_dynamic_smem(kernel, Kt::kSmemBytes);
     if (err != cudaSuccess)
         return err;
-    // csrc/api keeps the tile count below 2^31. One persistent CTA per SM, or one per tile where there are fewer
-    // (TileSchedule). H100, bf16, 16k tokens, non-causal, TFLOP/s, one CTA per tile -> persistent: d64 s = 512 / 2k
-    // / 16k 277 / 394 / 444 -> 342 / 419 / 447; d128 2k / 16k 527 / 635 -> 555 / 641.
+    // csrc/api keeps the tile count below 2^31 (TileSchedule's 32-bit work list; asm_instance in mha_fwd.cpp). One
+    // persistent CTA per SM, or one per tile where there are fewer (TileSchedule). H100, bf16, 16k tokens, non-causal,
+    // TFLOP/s, one CTA per tile -> persistent: d64 s = 512 / 2k / 16k 277 / 394 / 444 -> 342 / 419 / 447; d128 2k /
+    // 16k 527 / 635 -> 555 / 641.
     const int64_t tiles = int64_t((p.max_seqlen_q + Kt::kBlockM - 1) / Kt::kBlockM) * p.nhead_q * p.batch;
     // Group mode too: one CTA per tile lost 0-15% to the persistent grid (H200, bf16, 16 sequences of random
     // lengths averaging s, d64 / d128, s = 512..4096, no mask and causal; an earlier build of the kVarlen kernel),
@@ -1028,6 +1050,11 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     const int64_t grid  = std::min<int64_t>(tiles, sm_count());
     if (grid == 0)
         return cudaSuccess;
+    if (tiles >= (int64_t(1) << 31))
+        return cudaErrorInvalidValue;
+    // causal-like masks (a right bound, no left one): row blocks in pairs of equal total work
+    a.sched = TileSchedule::make(p.max_seqlen_q, Kt::kBlockM, p.nhead_q, p.batch,
+                                 a.win_left == kNoBound && a.win_right != kNoBound, grid);
     kernel<<<dim3(unsigned(grid)), Kt::kThreads, Kt::kSmemBytes, stream>>>(a);
     return cudaGetLastError();
 }
@@ -1037,7 +1064,8 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
 // diagonal blocks are mostly masked. H100, bf16, 16k tokens, TFLOP/s, 128 -> 176 keys: d128 (one CTA per tile) non-causal
 // s = 512 / 2k / 16k 349 / 475 / 555 -> 358 / 493 / 578, causal 512 / 1k / 2k / 16k 235 / 318 / 387 / 513 -> 217 /
 // 307 / 392 / 544; d64 (persistent) non-causal 512 / 2k / 8k / 16k 342 / 419 / 442 / 447 -> 358 / 444 / 479 / 486,
-// causal 8k / 16k 411 / 441 -> 440 / 488, 2k even (327 / 325).
+// causal 8k / 16k 411 / 441 -> 440 / 488, 2k even (327 / 325) then (the kernel has changed since: see
+// kWideMinRowsCausal).
 // d192 / d_v 128 (DeepSeek's prefill shape): 128 keys for every call.
 template <typename Element, int kHeadDim, int kWideN, int kHeadDimV = kHeadDim,
           int kNarrowN = (kWideN < 128 ? kWideN : 128)>
@@ -1046,8 +1074,10 @@ struct Sm90FwdInstance
     using Narrow = Sm90FwdTraits<Element, kHeadDim, kNarrowN, kHeadDimV>;
     using Wide   = Sm90FwdTraits<Element, kHeadDim, kWideN, kHeadDimV>;
     // d128 with K freed after its S GEMM (kSplitKv), H200, bf16, causal s = 2k: 176 keys 511, 128 keys 543 TFLOP/s;
-    // 4k even (630 / 624)
-    static constexpr int kWideMinRowsCausal = kHeadDim == 128 ? 4096 : 2048;
+    // 4k even (630 / 624). d64 (H100, bf16, 16k tokens, same call, three passes; .carry/s52/c2.sh): causal s = 2k /
+    // 3k 352-354 / 387-389 -> 382-383 / 407 (+8.5% / +5%), 4k even (429 / 429); without a mask 128 keys lost 2-4% at
+    // 1k / 2k and were even at 512, so those keep 176.
+    static constexpr int kWideMinRowsCausal = kHeadDim <= 128 ? 4096 : 2048;
     static constexpr int kSmemBytes = Narrow::kSmemBytes > Wide::kSmemBytes ? Narrow::kSmemBytes : Wide::kSmemBytes;
 };
 
