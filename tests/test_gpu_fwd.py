@@ -328,6 +328,17 @@ def test_sliding_window(mask_type, left, right, sq, sk, family):
     ("bf16", 128, 128, 2, 3000, 0, 1, 16, 16, 4200, 4200),
     ("fp16", 64, 64, 1, 2500, 20, 1, 16, 16, 4200, 4200),
     ("bf16", 64, 64, 2, 300, -1, 1, 16, 8, 4200, 4200),
+    # bottom-right, one side unbounded, sq > sk: rows whose diagonal is left of the first key (negative) still see
+    # keys [0, diagonal + right + 1) (right-only) or [0, sk) (left-only). The row bounds against an unbounded side
+    # (INT_MAX) and a negative diagonal must not wrap: written as selects, the compiler folded them into a max / min
+    # of wrapped differences and these rows lost every key (found by these cases; fixed in the forward's mask())
+    ("bf16", 128, 128, 2, -1, 100, 2, 16, 16, 1500, 400),
+    ("fp16", 64, 64, 2, -1, 200, 2, 16, 8, 1200, 300),
+    ("bf16", 64, 64, 2, -1, 150, 1, 16, 16, 4300, 1000),
+    ("bf16", 256, 256, 2, -1, 50, 1, 8, 8, 700, 200),
+    ("bf16", 128, 128, 2, 1000, -1, 2, 16, 16, 1500, 400),
+    ("fp16", 256, 256, 2, 300, -1, 1, 8, 8, 700, 200),
+    ("bf16", 192, 128, 2, -1, 64, 1, 16, 16, 900, 300),
 ])
 def test_asm_windows(dt, d, dv, mask_type, left, right, b, h, hk, sq, sk):
     dtype = DTYPES[dt]

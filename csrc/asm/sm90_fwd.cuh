@@ -742,13 +742,17 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
                 {
-                    // the row's visible keys [lo, hi) (kVarlen: none below n0), saturated at 0 and sk (no bound is
-                    // added to an index); column c is visible iff c - lo < width, unsigned
-                    const int dg = row0 + 8 * r + ts.diag; // the row's diagonal
-                    int lo       = p.win_left >= dg ? 0 : dg - p.win_left;
+                    // the row's visible keys [lo, hi) (kVarlen: none below n0), saturated at 0 and sk; column c is
+                    // visible iff c - lo < width, unsigned. No operation can wrap: the diagonal dg may be negative
+                    // (bottom-right, sk < sq) and an unbounded side is INT_MAX. Written as `left >= dg ? 0 : dg -
+                    // left`, the compiler folded the select into a max of the wrapped difference, and rows with dg <=
+                    // -2 under a right-only window lost every key (test_asm_windows, right-only bottom-right cases).
+                    const int dg  = row0 + 8 * r + ts.diag; // the row's diagonal
+                    const int dg0 = max(dg, 0);
+                    int lo        = dg0 - min(p.win_left, dg0); // max(dg - win_left, 0)
                     if (kVarlen)
                         lo = max(lo, n0);
-                    const int hi         = p.win_right > ts.sk - 1 - dg ? ts.sk : dg + p.win_right + 1;
+                    const int hi = dg + 1 + min(p.win_right, ts.sk - 1 - dg); // min(dg + win_right + 1, sk)
                     const uint32_t width = hi > lo ? uint32_t(hi - lo) : 0u;
                     const int base       = c0 + 2 * t - lo;
 #pragma unroll
