@@ -744,9 +744,10 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
                 {
                     // the row's visible keys [lo, hi) (kVarlen: none below n0), saturated at 0 and sk; column c is
                     // visible iff c - lo < width, unsigned. No operation can wrap: the diagonal dg may be negative
-                    // (bottom-right, sk < sq) and an unbounded side is INT_MAX. Written as `left >= dg ? 0 : dg -
-                    // left`, the compiler folded the select into a max of the wrapped difference, and rows with dg <=
-                    // -2 under a right-only window lost every key (test_asm_windows, right-only bottom-right cases).
+                    // (bottom-right, sk < sq) and an unbounded side is INT_MAX. Written as selects (`left >= dg ? 0 :
+                    // dg - left`, `right > sk - 1 - dg ? sk : dg + right + 1`), the compiler folded them into a max /
+                    // min of the wrapped differences, and rows with dg <= -2 under a window with one side unbounded
+                    // lost every key (test_asm_windows' bottom-right cases with sk < sq).
                     const int dg  = row0 + 8 * r + ts.diag; // the row's diagonal
                     const int dg0 = max(dg, 0);
                     int lo        = dg0 - min(p.win_left, dg0); // max(dg - win_left, 0)
