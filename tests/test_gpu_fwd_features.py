@@ -532,6 +532,48 @@ def test_dropout_deterministic():
         assert not torch.equal(out, first[0]), f"{other}: the output equals the (42, 10) one"
 
 
+# The forward draws a call's dropout values two ways: the general path when it stores randval (every other test here
+# asks for randval, since the references take their keep mask from it) and the layout's fast path without it
+# (fwd_features.cuh: the byte of each element from where the tile's rows and columns start). Both must keep the
+# same elements: out and lse bit-identical. Tiles of 48 keys (d128: blocks at every offset mod 128, Philox outputs
+# shared by only some n8 tiles), 64 (d64, d256), 32-column atoms (d96), d != d_v, masks and windows, group mode.
+@pytest.mark.parametrize("dt, d, dv, mask_type, left, right, sq, sk", [
+    ("bf16", 64, 64, 0, -1, -1, 300, 517),
+    ("fp16", 128, 128, 2, -1, 0, 333, 1000),
+    ("bf16", 128, 128, 0, -1, -1, 129, 77),
+    ("bf16", 256, 256, 1, 50, 20, 200, 250),
+    ("fp16", 192, 128, 0, -1, -1, 100, 300),
+    ("bf16", 96, 96, 2, -1, 0, 90, 400),
+])
+def test_dropout_without_randval_keeps_the_same(dt, d, dv, mask_type, left, right, sq, sk):
+    q, k, v = make_qkv(2, sq, sk, 4, 2, d, dv, DTYPES[dt], seed_of("drop paths", dt, d, mask_type, sq))
+    f = Feat(scale=d ** -0.5, mask_type=mask_type, left=left, right=right, p_drop=0.3)
+    outs = []
+    for want_rv in (True, False):
+        out = torch.full((2, sq, 4, dv), NAN, device=DEV, dtype=q.dtype)
+        lse = torch.full((2, 4, sq), NAN, device=DEV, dtype=torch.float32)
+        res = call(aiter_mha.mha_fwd, q, k, v, out=out, lse=lse, return_randval=want_rv, seed=11, offset=5,
+                   **f.kwargs())
+        assert res[0] is out and res[1] is lse
+        torch.cuda.synchronize()
+        outs.append((out, lse))
+    what = f"dropout {dt} d={d}/{dv} mask={mask_type} ({left},{right}) sq={sq} sk={sk}"
+    assert not torch.isnan(outs[1][0]).any(), f"{what}: out has NaN without randval"
+    assert torch.equal(outs[0][0], outs[1][0]), f"{what}: out differs with and without randval"
+    assert torch.equal(outs[0][1], outs[1][1]), f"{what}: lse differs with and without randval"
+    # group mode through the same kernels
+    V = Varlen([(sq, sk), (37, 90), (1, 200)], 4, 2, d, dv, DTYPES[dt], seed_of("drop paths varlen", dt, d))
+    got = []
+    for want_rv in (True, False):
+        out = torch.full((V.total_q, 4, dv), NAN, device=DEV, dtype=V.dtype)
+        lse = torch.full((4, V.total_q), NAN, device=DEV, dtype=torch.float32)
+        call(aiter_mha.mha_varlen_fwd, V.q, V.k, V.v, V.cu_q, V.cu_k, V.max_q, seqused_q=V.used_q,
+             seqused_k=V.used_k, out=out, lse=lse, return_randval=want_rv, seed=11, offset=5, **f.kwargs())
+        torch.cuda.synchronize()
+        got.append((out, lse))
+    assert torch.equal(got[0][0], got[1][0]) and torch.equal(got[0][1], got[1][1]), f"{what}: group mode differs"
+
+
 # ------------------------------------------------------------------------------------------------ group mode
 
 VARLEN = {

@@ -68,6 +68,14 @@ struct TileDropout
     // the tiles of one column slot (u % 4) are walked in order and a tile reuses the previous one's output when their
     // counters match (always for 64-key blocks, which start on a multiple of 64; most of the time for 48-key ones), so a
     // call serves up to kBlockN / 32 tiles instead of one. The match is warp-uniform: counters differ only in lane bits.
+    //
+    // Without randval (every call but the tests' and the benchmark's -v=1 ones) each element's byte comes from what
+    // the layout fixes: the tile's rows start on a multiple of 16 (m0 and the warps' row offsets) and its columns on
+    // an even key (n0), so view row r0 + h is row half h (row % 16 / 8 = h), view column 2u + e has col % 2 = e, and
+    // the pair's col % 128 / 32 = j32 (2 (lane % 4) + 1 < 8 never crosses a 32-key group). Its byte is b = 8 h + 2 j32
+    // + e of the output words: word x / y (h = 0) or z / w (h = 1) by j32 < 2, bits 16 (j32 % 2) + 8 e; one shift,
+    // one compare and one select per element instead of dropout_byte's index arithmetic and word selects, as the
+    // backward's pointwise step does (bwd_kernel.cuh). With randval the general path below stores every value too.
     template <typename TP, typename TC>
     __device__ __forceinline__ void apply(TP& p, TC const& c, int m0, int n0) const
     {
@@ -75,6 +83,41 @@ struct TileDropout
         constexpr int kCols  = decltype(size<1>(p))::value;
         constexpr int kTiles = kCols / 2;
         static_assert(kRows % 2 == 0 && kCols % 2 == 0);
+        if (randval == nullptr)
+        {
+            CUTE_UNROLL
+            for (int r0 = 0; r0 < kRows; r0 += 2)
+            {
+                CUTE_UNROLL
+                for (int slot = 0; slot < 4 && slot < kTiles; ++slot)
+                {
+                    Philox4 rnd{};
+                    uint32_t have_x = 0xFFFFFFFFu, have_y = 0xFFFFFFFFu;
+                    CUTE_UNROLL
+                    for (int u = slot; u < kTiles; u += 4)
+                    {
+                        const int row0 = m0 + get<0>(c(r0, 2 * u)), col0 = n0 + get<1>(c(r0, 2 * u));
+                        const uint32_t x = dropout_counter_x(col0), y = dropout_counter_y(row0, col0);
+                        if (x != have_x || y != have_y)
+                        {
+                            rnd    = dropout_philox(seed, offset, bh, row0, col0);
+                            have_x = x, have_y = y;
+                        }
+                        const int j32        = col0 % 128 / 32;
+                        const uint32_t half0 = j32 < 2 ? rnd.x : rnd.y, half1 = j32 < 2 ? rnd.z : rnd.w;
+                        const int shift      = 16 * (j32 % 2);
+                        CUTE_UNROLL
+                        for (int e = 0; e < 4; ++e)
+                        {
+                            const uint32_t rv = ((e / 2 ? half1 : half0) >> (shift + 8 * (e % 2))) & 0xFFu;
+                            if (rv > keep_threshold)
+                                p(r0 + e / 2, 2 * u + e % 2) = 0.f;
+                        }
+                    }
+                }
+            }
+            return;
+        }
         CUTE_UNROLL
         for (int r0 = 0; r0 < kRows; r0 += 2)
         {
