@@ -131,8 +131,11 @@ void alloc_split_outputs(int rows, int h, int d, int splits, bf16*& o1, bf16*& o
 
 // Group-mode Q/O [total_q, h, d]; keys of batch b: dense rows seqstart_k[b].. of [total_k, h_k, d], or pages.
 // max_q_given > 0: the max_seqlen_q mha_batch_prefill gets (an over-estimate; the reference gets the true one).
+// randval false: with dropout neither call stores its random values (the kernels' per-element fast path, a different
+// tile in each call), so equal outputs mean equal keep decisions.
 bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, int h, int hk, int d, int page,
-                  int mask_type, int wl, int wr, float softcap, float p_drop, uint32_t seed, int max_q_given = 0)
+                  int mask_type, int wl, int wr, float softcap, float p_drop, uint32_t seed, int max_q_given = 0,
+                  bool randval = true)
 {
     std::mt19937 g(seed);
     const int b = int(sq.size());
@@ -193,7 +196,9 @@ bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, in
     a.nhead_stride_q = a.nhead_stride_o = d, a.nhead_stride_k = a.nhead_stride_v = d;
     a.nhead_stride_lse = tq, a.stride_randval = std::max(max_k, 1), a.nhead_stride_randval = tq * a.stride_randval;
     a.window_size_left = wl, a.window_size_right = wr, a.mask_type = mask_type;
-    a.p_drop = p_drop, a.s_randval = p_drop > 0.f;
+    a.p_drop = p_drop, a.s_randval = p_drop > 0.f && randval;
+    if (!a.s_randval)
+        a.rand_val_ptr = nullptr;
     a.drop_seed_offset = std::pair<uint64_t, uint64_t>{1234, 5};
     const ck_tile::stream_config sc{};
     const float t1 = aiter::mha_fwd(a, sc);
@@ -212,7 +217,9 @@ bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, in
     p.batch_stride_k = p.batch_stride_v = int(page_elems);
     p.nhead_stride_lse = tq, p.stride_randval = a.stride_randval, p.nhead_stride_randval = a.nhead_stride_randval;
     p.window_size_left = wl, p.window_size_right = wr, p.mask_type = mask_type;
-    p.p_drop = p_drop, p.s_randval = p_drop > 0.f, p.drop_seed_offset = a.drop_seed_offset;
+    p.p_drop = p_drop, p.s_randval = a.s_randval, p.drop_seed_offset = a.drop_seed_offset;
+    if (!p.s_randval)
+        p.rand_val_ptr = nullptr;
     const float t2 = aiter::mha_batch_prefill(p, sc, "bf16", true, mask_enum(mask_type > 0 ? mask_type : 0),
                                               bias_enum::no_bias, true, quant_scale_enum::no_scale, false);
     CHECK(cudaDeviceSynchronize());
@@ -224,7 +231,7 @@ bool prefill_case(const char* name, std::vector<int> sq, std::vector<int> sk, in
     }
     bool ok = compare(name, download(o1, on), download(o2, on), download(l1, size_t(h) * tq),
                       download(l2, size_t(h) * tq));
-    if (p_drop > 0.f)
+    if (p_drop > 0.f && randval)
     {
         const auto a1 = download(r1, rn), a2 = download(r2, rn);
         const bool same = a1 == a2;
@@ -1467,6 +1474,10 @@ int main()
     ok &= prefill_case("prefill page1 window", {64, 20}, {64, 300}, 4, 4, 64, 1, 3, 32, 8, 0.f, 0.f, 2);
     ok &= prefill_case("prefill page128 softcap", {300, 5}, {257, 700}, 6, 3, 96, 128, 0, -1, -1, 30.f, 0.f, 3);
     ok &= prefill_case("prefill page32 dropout", {100, 64}, {120, 90}, 4, 2, 128, 32, 2, -1, 0, 0.f, 0.3f, 4);
+    ok &= prefill_case("prefill page16 dropout, no randval", {100, 64, 7}, {300, 90, 129}, 4, 2, 128, 16, 2, -1, 0,
+                       0.f, 0.3f, 6, 0, false);
+    ok &= prefill_case("prefill page64 dropout, no randval, d64", {130, 20}, {200, 257}, 4, 4, 64, 64, 0, -1, -1, 0.f,
+                       0.2f, 7, 0, false);
     ok &= prefill_case("prefill page64 d256 empty seq", {0, 50, 9}, {10, 0, 77}, 2, 1, 256, 64, 1, -1, 0, 0.f, 0.f, 5);
     // batch mode: page-table key counts past seqlen_k clamp to it (one short, one empty but for its last key)
     ok &= prefill_batch_case("prefill batch mode page16 counts past seqlen_k", {150, 37, 100, 1}, 100, 20, 16, false,
