@@ -76,48 +76,12 @@ struct TileDropout
     // + e of the output words: word x / y (h = 0) or z / w (h = 1) by j32 < 2, bits 16 (j32 % 2) + 8 e; one shift,
     // one compare and one select per element instead of dropout_byte's index arithmetic and word selects, as the
     // backward's pointwise step does (bwd_kernel.cuh). With randval the general path below stores every value too.
-    template <typename TP, typename TC>
-    __device__ __forceinline__ void apply(TP& p, TC const& c, int m0, int n0) const
+    // The walk both paths share: for each 16-row tile (view rows r0, r0 + 1) and column slot, the slot's n8 tiles u in
+    // order, each with its first element's (row0, col0) and the Philox output of their counter (a call only when the
+    // counter changes); `tile(r0, u, rnd, row0, col0)` handles the tile's four elements.
+    template <int kRows, int kTiles, typename TC, typename F>
+    __device__ __forceinline__ void walk(TC const& c, int m0, int n0, F&& tile) const
     {
-        constexpr int kRows  = decltype(size<0>(p))::value;
-        constexpr int kCols  = decltype(size<1>(p))::value;
-        constexpr int kTiles = kCols / 2;
-        static_assert(kRows % 2 == 0 && kCols % 2 == 0);
-        if (randval == nullptr)
-        {
-            CUTE_UNROLL
-            for (int r0 = 0; r0 < kRows; r0 += 2)
-            {
-                CUTE_UNROLL
-                for (int slot = 0; slot < 4 && slot < kTiles; ++slot)
-                {
-                    Philox4 rnd{};
-                    uint32_t have_x = 0xFFFFFFFFu, have_y = 0xFFFFFFFFu;
-                    CUTE_UNROLL
-                    for (int u = slot; u < kTiles; u += 4)
-                    {
-                        const int row0 = m0 + get<0>(c(r0, 2 * u)), col0 = n0 + get<1>(c(r0, 2 * u));
-                        const uint32_t x = dropout_counter_x(col0), y = dropout_counter_y(row0, col0);
-                        if (x != have_x || y != have_y)
-                        {
-                            rnd    = dropout_philox(seed, offset, bh, row0, col0);
-                            have_x = x, have_y = y;
-                        }
-                        const int j32        = col0 % 128 / 32;
-                        const uint32_t half0 = j32 < 2 ? rnd.x : rnd.y, half1 = j32 < 2 ? rnd.z : rnd.w;
-                        const int shift      = 16 * (j32 % 2);
-                        CUTE_UNROLL
-                        for (int e = 0; e < 4; ++e)
-                        {
-                            const uint32_t rv = ((e / 2 ? half1 : half0) >> (shift + 8 * (e % 2))) & 0xFFu;
-                            if (rv > keep_threshold)
-                                p(r0 + e / 2, 2 * u + e % 2) = 0.f;
-                        }
-                    }
-                }
-            }
-            return;
-        }
         CUTE_UNROLL
         for (int r0 = 0; r0 < kRows; r0 += 2)
         {
@@ -136,20 +100,48 @@ struct TileDropout
                         rnd    = dropout_philox(seed, offset, bh, row0, col0);
                         have_x = x, have_y = y;
                     }
-                    CUTE_UNROLL
-                    for (int e = 0; e < 4; ++e)
-                    {
-                        const int r = r0 + e / 2, cc = 2 * u + e % 2;
-                        const int row = m0 + get<0>(c(r, cc)), col = n0 + get<1>(c(r, cc));
-                        const uint8_t rv = dropout_byte(rnd, row, col);
-                        if (rv > keep_threshold)
-                            p(r, cc) = 0.f;
-                        if (randval != nullptr && row < seqlen_q && col < seqlen_k)
-                            randval[row * randval_row_stride + col] = rv;
-                    }
+                    tile(r0, u, rnd, row0, col0);
                 }
             }
         }
+    }
+
+    template <typename TP, typename TC>
+    __device__ __forceinline__ void apply(TP& p, TC const& c, int m0, int n0) const
+    {
+        constexpr int kRows  = decltype(size<0>(p))::value;
+        constexpr int kCols  = decltype(size<1>(p))::value;
+        constexpr int kTiles = kCols / 2;
+        static_assert(kRows % 2 == 0 && kCols % 2 == 0);
+        if (randval == nullptr)
+        {
+            walk<kRows, kTiles>(c, m0, n0, [&](int r0, int u, const Philox4& rnd, int, int col0) {
+                const int j32        = col0 % 128 / 32;
+                const uint32_t half0 = j32 < 2 ? rnd.x : rnd.y, half1 = j32 < 2 ? rnd.z : rnd.w;
+                const int shift      = 16 * (j32 % 2);
+                CUTE_UNROLL
+                for (int e = 0; e < 4; ++e)
+                {
+                    const uint32_t rv = ((e / 2 ? half1 : half0) >> (shift + 8 * (e % 2))) & 0xFFu;
+                    if (rv > keep_threshold)
+                        p(r0 + e / 2, 2 * u + e % 2) = 0.f;
+                }
+            });
+            return;
+        }
+        walk<kRows, kTiles>(c, m0, n0, [&](int r0, int u, const Philox4& rnd, int, int) {
+            CUTE_UNROLL
+            for (int e = 0; e < 4; ++e)
+            {
+                const int r = r0 + e / 2, cc = 2 * u + e % 2;
+                const int row = m0 + get<0>(c(r, cc)), col = n0 + get<1>(c(r, cc));
+                const uint8_t rv = dropout_byte(rnd, row, col);
+                if (rv > keep_threshold)
+                    p(r, cc) = 0.f;
+                if (row < seqlen_q && col < seqlen_k)
+                    randval[row * randval_row_stride + col] = rv;
+            }
+        });
     }
 };
 
