@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) bwd_sink_grad(const __grid_constant_
 // its reference against them): randval[b, h, i, j] for every i < seqlen_q, j < seqlen_k of the batch, masked
 // elements included (a superset of CK's, which stores the tiles it visits). grid (key blocks of 128, nhead_q, batch),
 // 128 threads: a thread draws one Philox counter per 16 rows and writes its 16 values (rows r, r + 8; column pairs
-// c, c + 32, c + 64, c + 96; philox.h), lanes along the columns so that a warp writes 32-byte row segments.
+// c, c + 8, c + 16, c + 24 of one 32-key group; philox.h), lanes along the columns (8-byte row segments).
 template <int kThreads = 128>
 __global__ void __launch_bounds__(kThreads) bwd_store_randval(const __grid_constant__ BwdParams p)
 {
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kThreads) bwd_store_randval(const __grid_const
         d.randval + (p.seq.is_group ? seq.q_row0 * d.randval_row_stride : b * d.randval_batch_stride) +
         h * d.randval_head_stride;
     const int t = threadIdx.x;
-    const int col = c0 + (t % 4) * 8 + (t / 4 % 4) * 2; // column % 32 / 8 = t % 4, column % 8 / 2 = t / 4 % 4
+    const int col = c0 + (t / 4 % 4) * 32 + (t % 4) * 2; // 32-key group t / 4 % 4, column % 8 / 2 = t % 4
     const int r8  = t / 16;                             // row % 8
     for (int r0 = 0; r0 < seq.seqlen_q; r0 += 16)
     {
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) bwd_store_randval(const __grid_const
                 continue;
             uint8_t* const line = base + row * d.randval_row_stride;
             CUTE_UNROLL
-            for (int g = 0; g < 128; g += 32)
+            for (int g = 0; g < 32; g += 8)
                 CUTE_UNROLL
                 for (int e = 0; e < 2; ++e)
                     if (col + g + e < seq.seqlen_k)
@@ -501,21 +501,19 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
     constexpr int kMmaM     = decltype(size<1>(tScS))::value;
     constexpr int kRowSlots = 2 * kMmaM;
     auto row_slot = [](int i) { return (i / 4 % kMmaM) * 2 + i / 2 % 2; };
-    // Dropout counters (philox.h): n8 tile nt of a thread sits at column 8 * warp_n + 8 * kAtomN * nt of the tile, so
-    // tiles 32 columns apart share a counter when the key block lies inside one 128-column block: four warps along N
-    // draw once per 16-row tile, two warps twice, one warp four times. Elsewhere, once per n8 tile.
+    // Dropout counters (philox.h): the dropout instances' S tiles put n8 tile nt of a thread at column 32 warp_n +
+    // 8 (nt % 4) + 32 kAtomN (nt / 4) of the tile (bwd_traits.cuh), so its tiles 4 g .. 4 g + 3 are one 32-key group:
+    // one Philox call per 16-row tile and group (kDropGroups of them; one in every instance).
     constexpr int kMmaN       = decltype(size<2>(tScS))::value;
-    constexpr int kAtomN      = Kt::kNWarps / Kt::kAtomMSdP;
-    constexpr int kDropPeriod = kAtomN % 4 == 0 ? 1 : kAtomN % 2 == 0 ? 2 : 4;
-    constexpr int kDropGroups = 128 % kBlockN == 0 && kDropPeriod <= kMmaN ? kDropPeriod : kMmaN;
-    static_assert(kMmaN % kDropGroups == 0);
+    constexpr int kDropGroups = Kt::kDropout ? kMmaN / 4 : 1;
+    static_assert(!Kt::kDropout || kMmaN % 4 == 0);
     // k-th pair in group order: (half h, tile within the group, group, 16-row tile), h fastest; the fragment index of
-    // pair (h, mt, nt) is 2 h + 4 mt + 4 kMmaM nt, nt = group + kDropGroups * (tile within the group)
+    // pair (h, mt, nt) is 2 h + 4 mt + 4 kMmaM nt, nt = 4 group + tile within the group
     auto drop_pair = [](int k) {
         constexpr int kPerGroup = kMmaN / kDropGroups;
         const int h = k % 2, j = k / 2 % kPerGroup, g = k / (2 * kPerGroup) % kDropGroups;
         const int mt = k / (2 * kPerGroup * kDropGroups);
-        return 2 * h + 4 * mt + 4 * kMmaM * (g + kDropGroups * j);
+        return 2 * h + 4 * mt + 4 * kMmaM * (kPerGroup * g + j);
     };
 
     // ---- score modifiers and dropout, as the forward applies them ----
@@ -636,7 +634,7 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                 CUTE_UNROLL
                 for (int t = 0; t < kMmaM * kDropGroups; ++t)
                 {
-                    const int i = 4 * (t / kDropGroups) + 4 * kMmaM * (t % kDropGroups);
+                    const int i = 4 * (t / kDropGroups) + 4 * kMmaM * (kMmaN / kDropGroups) * (t % kDropGroups);
                     drop_rnd[t] = dropout_philox(drop_seed, drop_offset, drop_bh, m_begin + get<0>(tScS(i)),
                                                  n_begin + get<1>(tScS(i)));
                 }
@@ -697,11 +695,13 @@ __global__ void __launch_bounds__(Kt::kNThreads, 1) bwd_kernel(const __grid_cons
                     float ds;
                     if (has_dropout)
                     {
-                        // dropout_byte(rnd, row, col + e) with the half h = row % 16 / 8 and col % 2 = e known here
+                        // dropout_byte(rnd, row, col + e) with the half h = row % 16 / 8, col % 2 = e and the n8
+                        // tile's col % 32 / 8 = nt % 4 known at compile time (n_begin and the warp's columns are
+                        // multiples of 32)
                         const Philox4& rnd = drop_rnd[pair / (2 * kMmaN / kDropGroups)];
-                        const int j32 = col % 128 / 32;
-                        const uint32_t word = i / 2 % 2 ? (j32 < 2 ? rnd.z : rnd.w) : (j32 < 2 ? rnd.x : rnd.y);
-                        const uint8_t rv = uint8_t(word >> (8 * (2 * (j32 % 2) + e)));
+                        const int j8 = i / (4 * kMmaM) % 4;
+                        const uint32_t word = i / 2 % 2 ? (j8 < 2 ? rnd.z : rnd.w) : (j8 < 2 ? rnd.x : rnd.y);
+                        const uint8_t rv = uint8_t(word >> (8 * (2 * (j8 % 2) + e)));
                         const bool keep = rv <= p.drop.keep_threshold;
                         // D is stored times p_keep (CK's softmax_d): P (dP kept / p_keep - D) = P / p_keep (dP kept
                         // - D stored)

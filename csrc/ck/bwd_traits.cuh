@@ -58,7 +58,16 @@ struct BwdKernelTraits
     template <int kAtomM>
     using WarpTiledMma = TiledMMA<MmaAtom, Layout<Shape<Int<kAtomM>, Int<kNWarps / kAtomM>, _1>>,
                                   Tile<Int<16 * kAtomM>, Int<16 * (kNWarps / kAtomM)>, _16>>;
-    using TiledMmaSdP = WarpTiledMma<kAtomMSdP>;
+    // Dropout instances put each S / dP warp along N on 32 consecutive key columns, the four n8 tiles of one Philox
+    // counter group (philox.h): internal column j + 8 w + 8 kAtomNSdP r (j < 8, warp w along N, repeat r < 4) is key
+    // column j + 32 w + 8 r. The other instances keep the warps 8 columns apart.
+    static constexpr int kAtomNSdP = kNWarps / kAtomMSdP;
+    static_assert(!kDropout || kBlockN % (32 * kAtomNSdP) == 0, "dropout: each S warp along N takes 32-key groups");
+    using TiledMmaSdP = std::conditional_t<
+        kDropout,
+        TiledMMA<MmaAtom, Layout<Shape<Int<kAtomMSdP>, Int<kAtomNSdP>, _1>>,
+                 Tile<Int<16 * kAtomMSdP>, Layout<Shape<_8, Int<kAtomNSdP>, _4>, Stride<_1, _32, _8>>, _16>>,
+        WarpTiledMma<kAtomMSdP>>;
     using TiledMmadKV = WarpTiledMma<kAtomNdKV>;
     using TiledMmadQ  = WarpTiledMma<kAtomMdQ>;
 

@@ -63,44 +63,57 @@ struct TileDropout
     int seqlen_q, seqlen_k;
 
     // The view is the accumulator's (rows, cols): rows (half, MMA_M), columns (pair, n8 tile), so view rows 2t, 2t + 1
-    // are rows r, r + 8 of one 16-row tile and view columns 2u, 2u + 1 one column pair of n8 tile u. Those four
-    // elements share a Philox counter (philox.h), and so do the n8 tiles 32 columns apart inside one 128-column period:
-    // the tiles of one column slot (u % 4) are walked in order and a tile reuses the previous one's output when their
-    // counters match (always for 64-key blocks, which start on a multiple of 64; most of the time for 48-key ones), so a
-    // call serves up to kBlockN / 32 tiles instead of one. The match is warp-uniform: counters differ only in lane bits.
+    // are rows r, r + 8 of one 16-row tile and view columns 2u, 2u + 1 one column pair of n8 tile u (key n0 + 8 u +
+    // 2 (lane % 4)). Those four elements share a Philox counter (philox.h) with the same lane's elements of the other
+    // n8 tiles of their 32-key group, so one call serves four n8 tiles. A key block of a multiple of 32 keys starts on
+    // a group (n0 is a multiple of the block): tiles 4 k .. 4 k + 3 take call k, no run-time test. A 48-key block
+    // starts on a multiple of 16 keys and spans two groups: one call for the group of its first tile and one for that
+    // of its last, and each tile picks its group's words by a warp-uniform select.
     //
     // Without randval (every call but the tests' and the benchmark's -v=1 ones) each element's byte comes from what
     // the layout fixes: the tile's rows start on a multiple of 16 (m0 and the warps' row offsets) and its columns on
     // an even key (n0), so view row r0 + h is row half h (row % 16 / 8 = h), view column 2u + e has col % 2 = e, and
-    // the pair's col % 128 / 32 = j32 (2 (lane % 4) + 1 < 8 never crosses a 32-key group). Its byte is b = 8 h + 2 j32
-    // + e of the output words: word x / y (h = 0) or z / w (h = 1) by j32 < 2, bits 16 (j32 % 2) + 8 e; one shift,
-    // one compare and one select per element instead of dropout_byte's index arithmetic and word selects, as the
-    // backward's pointwise step does (bwd_kernel.cuh). With randval the general path below stores every value too.
-    // The walk both paths share: for each 16-row tile (view rows r0, r0 + 1) and column slot, the slot's n8 tiles u in
-    // order, each with its first element's (row0, col0) and the Philox output of their counter (a call only when the
-    // counter changes); `tile(r0, u, rnd, row0, col0)` handles the tile's four elements.
+    // the tile's col % 32 / 8 = j8. Its byte is b = 8 h + 2 j8 + e of the output words: word x / y (h = 0) or z / w
+    // (h = 1) by j8 < 2, bits 16 (j8 % 2) + 8 e; one shift, one compare and one select per element instead of
+    // dropout_byte's index arithmetic and word selects, as the backward's pointwise step does (bwd_kernel.cuh). With
+    // randval the general path below stores every value too.
+    // The walk both paths share: for each 16-row tile (view rows r0, r0 + 1), the n8 tiles u in order, each with its
+    // group's Philox output, its j8 and its first element's (row0, col0); `tile(r0, u, rnd, j8, row0, col0)` handles
+    // the tile's four elements.
     template <int kRows, int kTiles, typename TC, typename F>
     __device__ __forceinline__ void walk(TC const& c, int m0, int n0, F&& tile) const
     {
+        constexpr bool kAligned = kTiles % 4 == 0;
+        static_assert(kAligned || kTiles <= 6, "a key block of 16 x odd keys must span at most two 32-key groups");
         CUTE_UNROLL
         for (int r0 = 0; r0 < kRows; r0 += 2)
         {
-            CUTE_UNROLL
-            for (int slot = 0; slot < 4 && slot < kTiles; ++slot)
+            const int row0 = m0 + get<0>(c(r0, 0));
+            if constexpr (kAligned)
             {
-                Philox4 rnd{};
-                uint32_t have_x = 0xFFFFFFFFu, have_y = 0xFFFFFFFFu; // no counter yet
                 CUTE_UNROLL
-                for (int u = slot; u < kTiles; u += 4)
+                for (int k = 0; k < kTiles / 4; ++k)
                 {
-                    const int row0 = m0 + get<0>(c(r0, 2 * u)), col0 = n0 + get<1>(c(r0, 2 * u));
-                    const uint32_t x = dropout_counter_x(col0), y = dropout_counter_y(row0, col0);
-                    if (x != have_x || y != have_y)
-                    {
-                        rnd    = dropout_philox(seed, offset, bh, row0, col0);
-                        have_x = x, have_y = y;
-                    }
-                    tile(r0, u, rnd, row0, col0);
+                    const Philox4 rnd = dropout_philox(seed, offset, bh, row0, n0 + get<1>(c(r0, 8 * k)));
+                    CUTE_UNROLL
+                    for (int u = 4 * k; u < 4 * k + 4; ++u)
+                        tile(r0, u, rnd, u % 4, row0, n0 + get<1>(c(r0, 2 * u)));
+                }
+            }
+            else
+            {
+                const int first = n0 + get<1>(c(r0, 0)), last = n0 + get<1>(c(r0, 2 * (kTiles - 1)));
+                const Philox4 rnd0 = dropout_philox(seed, offset, bh, row0, first);
+                const Philox4 rnd1 =
+                    kTiles > 2 ? dropout_philox(seed, offset, bh, row0, last) : rnd0; // 16 keys: one group
+                const int j0 = first % 32 / 8;
+                CUTE_UNROLL
+                for (int u = 0; u < kTiles; ++u)
+                {
+                    const bool second = j0 + u >= 4; // warp-uniform
+                    const Philox4 rnd{second ? rnd1.x : rnd0.x, second ? rnd1.y : rnd0.y, second ? rnd1.z : rnd0.z,
+                                      second ? rnd1.w : rnd0.w};
+                    tile(r0, u, rnd, (j0 + u) % 4, row0, n0 + get<1>(c(r0, 2 * u)));
                 }
             }
         }
@@ -115,10 +128,9 @@ struct TileDropout
         static_assert(kRows % 2 == 0 && kCols % 2 == 0);
         if (randval == nullptr)
         {
-            walk<kRows, kTiles>(c, m0, n0, [&](int r0, int u, const Philox4& rnd, int, int col0) {
-                const int j32        = col0 % 128 / 32;
-                const uint32_t half0 = j32 < 2 ? rnd.x : rnd.y, half1 = j32 < 2 ? rnd.z : rnd.w;
-                const int shift      = 16 * (j32 % 2);
+            walk<kRows, kTiles>(c, m0, n0, [&](int r0, int u, const Philox4& rnd, int j8, int, int) {
+                const uint32_t half0 = j8 < 2 ? rnd.x : rnd.y, half1 = j8 < 2 ? rnd.z : rnd.w;
+                const int shift      = 16 * (j8 % 2);
                 CUTE_UNROLL
                 for (int e = 0; e < 4; ++e)
                 {
@@ -129,7 +141,7 @@ struct TileDropout
             });
             return;
         }
-        walk<kRows, kTiles>(c, m0, n0, [&](int r0, int u, const Philox4& rnd, int, int) {
+        walk<kRows, kTiles>(c, m0, n0, [&](int r0, int u, const Philox4& rnd, int, int, int) {
             CUTE_UNROLL
             for (int e = 0; e < 4; ++e)
             {

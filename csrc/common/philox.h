@@ -3,14 +3,13 @@
 // forward and backward regenerate the same dropout mask from (seed, offset) with no state in memory.
 // Dropout value of element (row, col) of one (batch, head), rows and columns counted inside the batch:
 //   key     = {seed_lo, seed_hi + offset_hi}
-//   counter = {col / 128 * 4 + col % 32 / 8,  row / 16 * 32 + row % 8 * 4 + col % 8 / 2,
-//              batch * nhead_q + head,  offset_lo}
-//   value   = byte (row % 16 / 8) * 8 + (col % 128 / 32) * 2 + col % 2 of the output words x, y, z, w (little-endian)
+//   counter = {col / 32,  row / 16 * 32 + row % 8 * 4 + col % 8 / 2,  batch * nhead_q + head,  offset_lo}
+//   value   = byte (row % 16 / 8) * 8 + (col % 32 / 8) * 2 + col % 2 of the output words x, y, z, w (little-endian)
 // The 16 elements that share a counter are the ones one thread of an m16n8 MMA fragment holds in a 16-row tile across
-// four n8 tiles 32 columns apart. A tile whose warps sit 8 columns apart with period 32 (four warps along N: the
-// backward's d <= 128 tiles) draws one call per 16 rows and uses all 16 bytes; the forward, whose warps hold every
-// column of a 48- or 64-key block, uses a call for the tiles 32 columns apart inside the block (8 bytes per call at
-// 64 keys, 4 to 8 at 48); no m16n8 layout needs more than one call per 16 x 8 MMA tile (4 bytes).
+// the four n8 tiles of one 32-column group. The forward's warps hold every column of their key block: a 64-key block
+// draws two calls per 16 rows (all 16 bytes of each), a 48-key block two as well (one group whole, half of another).
+// The backward's dropout instances put each S warp along N on 32 consecutive columns (bwd_traits.cuh): one call per
+// 16 rows. No m16n8 layout needs more than one call per 16 x 8 MMA tile (4 bytes).
 
 #include "fwd_params.h"
 
@@ -41,7 +40,7 @@ MHA_HOST_DEVICE Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1)
 }
 
 // The counter words of (row, col) that vary inside a (batch, head): elements with equal words share one Philox output.
-MHA_HOST_DEVICE uint32_t dropout_counter_x(int col) { return uint32_t(col) / 128 * 4 + uint32_t(col) % 32 / 8; }
+MHA_HOST_DEVICE uint32_t dropout_counter_x(int col) { return uint32_t(col) / 32; }
 MHA_HOST_DEVICE uint32_t dropout_counter_y(int row, int col)
 {
     return uint32_t(row) / 16 * 32 + uint32_t(row) % 8 * 4 + uint32_t(col) % 8 / 2;
@@ -58,7 +57,7 @@ MHA_HOST_DEVICE Philox4 dropout_philox(uint64_t seed, uint64_t offset, uint32_t 
 // The dropout value of (row, col) from its counter's output (dropout_philox of any element sharing the counter).
 MHA_HOST_DEVICE uint8_t dropout_byte(const Philox4& rnd, int row, int col)
 {
-    const uint32_t b = uint32_t(row) % 16 / 8 * 8 + uint32_t(col) % 128 / 32 * 2 + uint32_t(col) % 2;
+    const uint32_t b = uint32_t(row) % 16 / 8 * 8 + uint32_t(col) % 32 / 8 * 2 + uint32_t(col) % 2;
     // select, not an indexed array: a run-time index would put the words in local memory
     const uint32_t word = b < 8 ? (b < 4 ? rnd.x : rnd.y) : (b < 12 ? rnd.z : rnd.w);
     return uint8_t(word >> (8 * (b % 4)));

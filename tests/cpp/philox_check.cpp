@@ -1,8 +1,8 @@
 // Checks philox4x32_10 against Random123's known answers, then the dropout counter layout of csrc/common/philox.h:
 // every counter serves exactly 16 elements, each with its own byte; the 16 elements that one thread of an m16n8
-// fragment holds in a 16-row tile across four n8 tiles 32 columns apart (the backward's four-warps-along-N tiles)
-// share one counter, and dropout_byte picks the byte the backward kernel picks from the fragment half and column
-// parity; distinct (batch, head), offsets and seeds draw distinct values; the kept fraction matches the threshold.
+// fragment holds in a 16-row tile across the four n8 tiles of a 32-column group (the backward's dropout tiles) share
+// one counter, and dropout_byte picks the byte the backward kernel picks from the fragment half, n8 tile and column
+// parity; a forward key block of 48 or 64 keys needs two counters per 16 rows; distinct (batch, head), offsets and seeds draw distinct values; the kept fraction matches the threshold.
 // Prints "philox_check: ok" or the first failure.
 #include "common/philox.h"
 
@@ -41,7 +41,7 @@ int main()
         for (int c = 0; c < cols; ++c)
         {
             const mha::Philox4 o = mha::dropout_philox(seed, offset, bh, r, c);
-            const int b = r % 16 / 8 * 8 + c % 128 / 32 * 2 + c % 2;
+            const int b = r % 16 / 8 * 8 + c % 32 / 8 * 2 + c % 2;
             const uint32_t words[4] = {o.x, o.y, o.z, o.w};
             if (mha::dropout_byte(o, r, c) != uint8_t(words[b / 4] >> (8 * (b % 4))))
                 return fail("dropout_byte takes another byte than philox.h says", r, c);
@@ -50,31 +50,50 @@ int main()
         }
     if (bytes_of.size() != size_t(rows * cols / 16))
         return fail("counters do not serve 16 elements each", int(bytes_of.size()), rows * cols / 16);
-    // 2. a fragment thread (lane l, warp w of four along N) in a 16-row tile: one counter for its 16 elements, and the
-    //    byte the backward kernel picks (word by half and 32-column slot, shift by slot parity and column parity)
+    // 2. a backward fragment thread (lane l, warp w of four along N, each warp on 32 consecutive columns) in a 16-row
+    //    tile: one counter for its 16 elements, and the byte the kernel picks (word by half and n8 tile, shift by the
+    //    tile's parity and the column's)
     for (int tile = 0; tile < rows / 16; ++tile)
         for (int nb = 0; nb < cols / 128; ++nb)
             for (int w = 0; w < 4; ++w)
                 for (int l = 0; l < 32; ++l)
                 {
-                    const int r0 = 16 * tile + l / 4, c0 = 128 * nb + 8 * w + 2 * (l % 4);
+                    const int r0 = 16 * tile + l / 4, c0 = 128 * nb + 32 * w + 2 * (l % 4);
                     const mha::Philox4 rnd = mha::dropout_philox(seed, offset, bh, r0, c0);
                     for (int h = 0; h < 2; ++h)
                         for (int v = 0; v < 4; ++v)
                             for (int e = 0; e < 2; ++e)
                             {
-                                const int r = r0 + 8 * h, c = c0 + 32 * v + e;
+                                const int r = r0 + 8 * h, c = c0 + 8 * v + e;
                                 const mha::Philox4 own = mha::dropout_philox(seed, offset, bh, r, c);
                                 if (own.x != rnd.x || own.y != rnd.y || own.z != rnd.z || own.w != rnd.w)
                                     return fail("a fragment thread's elements do not share a counter", r, c);
-                                const int j32 = (c - e) % 128 / 32;
-                                const uint32_t word = h ? (j32 < 2 ? rnd.z : rnd.w) : (j32 < 2 ? rnd.x : rnd.y);
-                                const uint8_t kernel_byte = uint8_t(word >> (8 * (2 * (j32 % 2) + e)));
+                                const int j8 = (c - e) % 32 / 8;
+                                const uint32_t word = h ? (j8 < 2 ? rnd.z : rnd.w) : (j8 < 2 ? rnd.x : rnd.y);
+                                const uint8_t kernel_byte = uint8_t(word >> (8 * (2 * (j8 % 2) + e)));
                                 if (kernel_byte != mha::dropout_byte(rnd, r, c) ||
                                     kernel_byte != mha::dropout_value(seed, offset, bh, r, c))
                                     return fail("the kernel's byte pick differs from dropout_byte", r, c);
                             }
                 }
+    // 2b. a forward fragment thread holds every column of its key block: per 16 rows, a 64-key block (on a multiple
+    //     of 64) and a 48-key block (on a multiple of 48) each need two counters
+    for (int kb : {48, 64})
+        for (int n0 = 0; n0 + kb <= cols; n0 += kb)
+            for (int l = 0; l < 32; ++l)
+            {
+                std::set<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>> counters;
+                for (int u = 0; u < kb / 8; ++u)
+                    for (int h = 0; h < 2; ++h)
+                        for (int e = 0; e < 2; ++e)
+                        {
+                            const mha::Philox4 o =
+                                mha::dropout_philox(seed, offset, bh, 16 + l / 4 + 8 * h, n0 + 8 * u + 2 * (l % 4) + e);
+                            counters.insert({o.x, o.y, o.z, o.w});
+                        }
+                if (counters.size() != 2)
+                    return fail("a forward key block's 16 rows need other than two counters", kb, int(counters.size()));
+            }
     // 3. streams differ across (batch, head), offset and seed; 4. keep fraction at threshold 229 (p_drop ~ 0.1)
     int same_bh = 0, same_off = 0, same_seed = 0, kept = 0;
     const int n = rows * cols;
