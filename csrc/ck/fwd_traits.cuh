@@ -17,6 +17,7 @@ using namespace cute;
 // accumulator (kBlockM * kHeadDimV / threads) must stay under ~200 registers per thread:
 //   hdim <=  96: 128 x 64, 4 warps  -> S 64 + O <= 96 regs;  smem (128 + 2*64) * 64 * 2 B = 32 KB at d64
 //   hdim == 128: 128 x 48, 4 warps  -> S 48 + O 128 regs;   smem (128 + 2*48) * 128 * 2 B = 56 KB
+//                (the "full" variant 128 x 32: S 32, less to spill beside its feature state; CK_FWD_TILES_FULL)
 //   hdim 160-192: 128 x 64, 8 warps -> S 32 + O <= 96 regs;  smem up to (128 + 2*64) * 192 * 2 B = 96 KB
 //   hdim == 256: 64 x 64, 4 warps   -> S 32 + O 128 regs;   smem (64 + 2*64) * 256 * 2 B = 96 KB
 
