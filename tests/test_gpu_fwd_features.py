@@ -535,8 +535,8 @@ def test_dropout_deterministic():
 # The forward draws a call's dropout values two ways: the general path when it stores randval (every other test here
 # asks for randval, since the references take their keep mask from it) and the layout's fast path without it
 # (fwd_features.cuh: the byte of each element from where the tile's rows and columns start). Both must keep the
-# same elements: out and lse bit-identical. Tiles of 48 keys (d128: blocks at every offset mod 128, Philox outputs
-# shared by only some n8 tiles), 64 (d64, d256), 32-column atoms (d96), d != d_v, masks and windows, group mode.
+# same elements: out and lse bit-identical. Tiles of 32 keys (d128's full instance: one Philox group per block), 64
+# (d64, d256: two), 32-column atoms (d96), d != d_v, masks and windows, group mode.
 @pytest.mark.parametrize("dt, d, dv, mask_type, left, right, sq, sk", [
     ("bf16", 64, 64, 0, -1, -1, 300, 517),
     ("fp16", 128, 128, 2, -1, 0, 333, 1000),

@@ -658,6 +658,8 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             if (has_dropout)
             {
                 Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
+                // TileDropout walks a key block's n8 tiles in one thread (one warp along N)
+                static_assert(decltype(size<1>(s_rc))::value * 4 == kBlockN, "a thread holds its block's keys");
                 dropout.apply(s_rc, c_rc, m_begin, n_block * kBlockN);
             }
         }
@@ -1143,6 +1145,8 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
                 if (has_dropout)
                 {
                     Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
+                    // TileDropout walks a key block's n8 tiles in one thread (one warp along N)
+                    static_assert(decltype(size<1>(s_rc))::value * 4 == kBlockN, "a thread holds its block's keys");
                     dropout.apply(s_rc, c_rc, m_begin, n * kBlockN);
                 }
             }

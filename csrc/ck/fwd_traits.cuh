@@ -79,9 +79,10 @@ struct FwdKernelTraits
     // mainloop for hdim <= 192 (d128 128x48: 88 -> 44 B of spill, +6% on H200); at hdim 256 the 16 copies per thread
     // make full 64-bit offsets cheaper (d256 64x64: 8 B spill vs 108 B, +17% at s=1k).
     static constexpr bool kKvOffsets32 = kHeadDim <= 192;
-    // Prefill tiles whose key width is not a power of two (d128: 48) leave a partial last key block on the usual
-    // power-of-two lengths (s_k = 1024: 16 of 48 keys); they skip its MMAs past seqlen_k (+2.5% at d128 s=1k,
-    // +2% up to 16k on H200). On 64-wide tiles the same branches cost 5-7% (d64, d256), so those keep plain GEMMs.
+    // Prefill tiles whose key width is not a power of two (d128's plain / alibi: 48) leave a partial last key block
+    // on the usual power-of-two lengths (s_k = 1024: 16 of 48 keys); they skip its MMAs past seqlen_k (+2.5% at d128
+    // s=1k, +2% up to 16k on H200). On 64-wide tiles the same branches cost 5-7% (d64, d256), so those keep plain
+    // GEMMs.
     // -DMHA_CK_SKIP_PAD_KEYS=0 / 1 forces it off / on for every prefill tile.
 #ifdef MHA_CK_SKIP_PAD_KEYS
     static constexpr bool kSkipPadKeys = !kSplit && MHA_CK_SKIP_PAD_KEYS;

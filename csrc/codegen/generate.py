@@ -52,8 +52,9 @@ def apply_tile_override(table: dict, env: str, drop=None) -> None:
 # ck forward instances: (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps). Mirrors the comment in csrc/ck/fwd_traits.cuh.
 # A call runs on the cheapest instance whose head dims cover both of its own (zero-padded in between).
 # Measured on H200, bf16, 16k tokens (scripts/tile_experiment.sh): d64 128x64 beats 128x128 by 8-18% (304-335 vs
-# 275-306 TFLOP/s non-causal); d128 128x48 beats 128x64 and 128x32 by 1-4% at 4k; d256 64x64 with 4 warps beats
-# 128x64 with 8 warps at 1k (300 vs 295 non-causal, 253 vs 225 causal). 8 warps lose at d<=128.
+# 275-306 TFLOP/s non-causal); d128 128x48 beats 128x64 and 128x32 by 1-4% at 4k (plain; the full variant: below);
+# d256 64x64 with 4 warps beats 128x64 with 8 warps at 1k (300 vs 295 non-causal, 253 vs 225 causal). 8 warps lose
+# at d<=128.
 CK_FWD_TILES = {
     (32, 32): (128, 64, 4),
     (64, 64): (128, 64, 4),

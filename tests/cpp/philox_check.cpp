@@ -2,7 +2,8 @@
 // every counter serves exactly 16 elements, each with its own byte; the 16 elements that one thread of an m16n8
 // fragment holds in a 16-row tile across the four n8 tiles of a 32-column group (the backward's dropout tiles) share
 // one counter, and dropout_byte picks the byte the backward kernel picks from the fragment half, n8 tile and column
-// parity; a forward key block of 48 or 64 keys needs two counters per 16 rows; distinct (batch, head), offsets and seeds draw distinct values; the kept fraction matches the threshold.
+// parity; a forward key block of 48 or 64 keys needs two counters per 16 rows; distinct (batch, head), offsets and
+// seeds draw distinct values; the kept fraction matches the threshold.
 // Prints "philox_check: ok" or the first failure.
 #include "common/philox.h"
 
