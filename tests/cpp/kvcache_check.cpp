@@ -1479,6 +1479,12 @@ int main()
     ok &= prefill_case("prefill page64 dropout, no randval, d64", {130, 20}, {200, 257}, 4, 4, 64, 64, 0, -1, -1, 0.f,
                        0.2f, 7, 0, false);
     ok &= prefill_case("prefill page64 d256 empty seq", {0, 50, 9}, {10, 0, 77}, 2, 1, 256, 64, 1, -1, 0, 0.f, 0.f, 5);
+    // at most 16 rows per sequence at d256: the 16 x 16 split tile, whose 16-key blocks take half a Philox group each
+    // (fwd_features.cuh, TileDropout::walk's two-tile branch), against mha_fwd's 64-key blocks
+    ok &= prefill_case("prefill page16 dropout, d256 16-row tile", {9, 16, 3}, {300, 77, 129}, 4, 4, 256, 16, 2, -1, 0,
+                       0.f, 0.2f, 8);
+    ok &= prefill_case("prefill page16 dropout, no randval, d256 16-row tile", {9, 16, 3}, {300, 77, 129}, 4, 4, 256,
+                       16, 0, -1, -1, 0.f, 0.2f, 9, 0, false);
     // batch mode: page-table key counts past seqlen_k clamp to it (one short, one empty but for its last key)
     ok &= prefill_batch_case("prefill batch mode page16 counts past seqlen_k", {150, 37, 100, 1}, 100, 20, 16, false,
                              40, 14);
