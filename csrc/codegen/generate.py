@@ -67,8 +67,8 @@ CK_FWD_TILES = {
 }
 # The "full" instances (soft-cap, bias, sinks, ALiBi and dropout in one kernel) hold more live registers than the
 # plain one. At d128 their 128 x 48 tile spilled 572 B (bf16), 128 x 32 spills 132 B and is faster for every feature
-# (H100 GPU-7e34a2ec, bf16, 16k tokens, s = 1k / 4k / 16k, same call, 48 / 32 / 32 / 48 order: dropout 0.1 +21-26%,
-# elementwise bias +9-17%, soft-cap 30 +13-20%; 128 x 64 with 8 warps: -3% to +15%). `.carry/s54/ab_tile.py`.
+# (H100 GPU-7e34a2ec, bf16, 16k tokens, s = 1k / 4k / 16k, same call, 48 / 32 / 64w8 / 64w8 / 32 / 48 order: dropout
+# 0.1 +21-26%, elementwise bias +9-17%, soft-cap 30 +13-20%; 128 x 64 with 8 warps: -3% to +15%).
 CK_FWD_TILES_FULL = {
     (128, 128): (128, 32, 4),
 }
@@ -83,6 +83,8 @@ def fwd_tiles(variant="plain") -> dict:
     if variant == "full":
         tiles.update(CK_FWD_TILES_FULL)
     return tiles
+
+
 # asm ("v3") forward instances, sm_90a only (csrc/asm/sm90_fwd.cuh): (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps).
 # Three warpgroups: a TMA producer and two wgmma consumers of 64 rows each. "plain" only (no mask, causal).
 # block_n is the wide block (176 keys); the d64 / d128 instances also hold a 128-key kernel for short causal calls
