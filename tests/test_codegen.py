@@ -264,9 +264,10 @@ def test_bwd_tiles_follow_the_build_archs():
     big, small = bwd(["sm_80", "sm_90a"]), bwd(["sm_90a", "sm_86"])
     assert (big["64x64"].block_m, big["64x64"].block_n) == (128, 128)
     assert (small["64x64"].block_m, small["64x64"].block_n) == (64, 128)
-    # the full and dropout variants (dropout / bias registers) keep 64 x 128 everywhere; alibi takes 128 x 128
+    # the full variant (dropout and bias registers) keeps 64 x 128 everywhere; alibi and dropout take 128 x 128
     assert bwd(["sm_90a"], "full")["64x64"].block_m == 64
-    assert bwd(["sm_90a"], "dropout")["64x64"].block_m == 64
+    assert bwd(["sm_90a"], "dropout")["64x64"].block_m == 128
+    assert bwd(["sm_90a", "sm_86"], "dropout")["64x64"].block_m == 64
     assert bwd(["sm_90a"], "alibi")["64x64"].block_m == 128
     assert bwd(["sm_90a", "sm_86"], "alibi")["64x64"].block_m == 64
     assert big["128x128"] == small["128x128"]

@@ -69,6 +69,10 @@ CK_FWD_TILES = {
 # plain one. At d128 their 128 x 48 tile spilled 572 B (bf16), 128 x 32 spills 132 B and is faster for every feature
 # (H100 GPU-7e34a2ec, bf16, 16k tokens, s = 1k / 4k / 16k, same call, 48 / 32 / 64w8 / 64w8 / 32 / 48 order: dropout
 # 0.1 +21-26%, elementwise bias +9-17%, soft-cap 30 +13-20%; 128 x 64 with 8 warps: -3% to +15%).
+# The other head dims keep their plain tile, though it spills too (bf16: d64 220 B, d96 436 B, d256 136 B): the
+# tiles that spill less (d64 / d96 128 x 32 or 64 x 64, 48 / 24-32 B; d256 64 x 32 or 128 x 32 with 8 warps, 24 B)
+# are slower (H100 GPU-9c17dea6, same call, s = 1k / 16k: dropout 0.1 0.80-0.99, soft-cap 0.76-1.02, bias 0.79-1.08
+# of the plain tile; only d256 64 x 32 with bias and d96 128 x 32 at 1k read 1.01-1.03).
 CK_FWD_TILES_FULL = {
     (128, 128): (128, 32, 4),
 }
@@ -134,8 +138,13 @@ CK_BWD_TILES = {
     (256, 256): (64, 64, 8, 4, 2, 2),
 }
 # d <= 64 stays on 64 x 128 tiles (97 KB with two Q / dO stages) for the "full" variant, whose dropout / bias code
-# spills 1.6 KB on 128 x 128 (40 B on 64 x 128), and in builds that include a 99 KB-shared-memory arch (sm_86, sm_89,
-# sm_120a), which cannot run 128 x 128 (162 KB).
+# spills 384 B on 128 x 128 (none on 64 x 128; 1.6 KB before the Philox layout of philox.h), where it is 8-19% slower
+# (H100 GPU-197138b8, bf16, d64, s = 1k / 2k, same call ABBA: ALiBi + dropout 0.81-0.84, bias + dbias 0.89-0.93, bias +
+# dropout 0.84-0.87 of 64 x 128), and in builds that include a 99 KB-shared-memory arch (sm_86, sm_89,
+# sm_120a), which cannot run 128 x 128 (162 KB). The "dropout" variant takes 128 x 128 since the fifty-fifth session:
+# with the Philox layout of philox.h it spills 160 B there (none on 64 x 128) and is faster (H100 GPU-4bbeca80, bf16,
+# 16k tokens, dropout 0.1, same call ABBA, s = 1k / 4k / 16k: +8-9% without a mask, +5-8% causal; 0.83-1.20 of
+# FlashAttention-2 from 0.76-1.14).
 SMALL_SMEM_ARCHS = ("sm_86", "sm_89", "sm_120a")
 CK_BWD_TILES_SMALL = {
     (32, 32): (64, 128, 8, 2, 4, 4),
@@ -148,7 +157,7 @@ apply_tile_override(CK_BWD_TILES, "MHA_BWD_TILE_OVERRIDE", drop=CK_BWD_TILES_SMA
 def bwd_tiles(archs=(), variant="plain") -> dict:
     """The backward tile per head-dim pair for one variant of a build targeting `archs`."""
     tiles = dict(CK_BWD_TILES)
-    if variant in ("full", "dropout") or any(a in SMALL_SMEM_ARCHS for a in archs):
+    if variant == "full" or any(a in SMALL_SMEM_ARCHS for a in archs):
         tiles.update(CK_BWD_TILES_SMALL)
     return tiles
 # "plain" serves calls without soft-cap, bias, ALiBi, sinks or dropout; "full" serves every call.
