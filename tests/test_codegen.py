@@ -21,8 +21,13 @@ def test_instance_names_are_unique_and_complete():
     names = [i.name for i in inst]
     assert len(names) == len(set(names))
     dims = {(32, 32), (64, 64), (96, 96), (128, 128), (160, 160), (192, 128), (192, 192), (256, 256)}
+    # forward: plain, alibi and full per head-dim pair and dtype, dropout at d128 only (FWD_VARIANT_DIMS)
     assert {(i.dtype, i.hdim, i.hdim_v, i.variant) for i in inst if i.api == "fwd"} == {
-        (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "alibi", "full")}
+        (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "alibi", "full")} | {
+        (d, 128, 128, "dropout") for d in ("fp16", "bf16")}
+    # the d128 dropout instance on the full instance's tile
+    assert [(i.block_m, i.block_n, i.warps) for i in inst if i.api == "fwd" and i.variant == "dropout"] == [
+        (128, 32, 4)] * 2
     # split-KV: a decode (16-row, one warp) and a prefill (64-row) tile per head-dim pair, full variant
     assert {(i.dtype, i.hdim, i.hdim_v, i.block_m) for i in inst if i.api == "fwd_splitkv"} == {
         (d, q, v, m) for d in ("fp16", "bf16") for (q, v) in dims for m in (16, 64)}
@@ -111,7 +116,7 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 4 selected of 156 known" in r.stdout
+    assert "instances: 4 selected of 158 known" in r.stdout
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "[x] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r.stdout
@@ -124,7 +129,7 @@ def test_list_prints_instances_and_support_table():
     # the asm family is sm_90a code: a build without that target leaves it out
     r80 = run_compile("--list", "--preset", "ci", "--arch", "sm_80")
     assert r80.returncode == 0, r80.stderr
-    assert "instances: 2 selected of 156 known" in r80.stdout
+    assert "instances: 2 selected of 158 known" in r80.stdout
     assert "[ ] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r80.stdout and "asm_v3 (plain)" not in r80.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
     # the arch columns are the build's: sm_90a only
@@ -141,7 +146,7 @@ def test_list_arch_aliases_and_columns():
 
 
 def test_list_refuses_an_empty_selection_like_the_build():
-    r = run_compile("--list", "--api", "fwd", "--variants", "dropout", "--arch", "sm_90a")
+    r = run_compile("--list", "--api", "fwd", "--variants", "dropout", "--hdims", "64", "--arch", "sm_90a")
     assert r.returncode == 2
     assert "no instance for --api fwd matches the selection" in r.stderr
 
@@ -166,7 +171,7 @@ def test_bad_options_fail_with_a_reason(args, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--api", "fwd", "--variants", "dropout"], "no instance for --api fwd matches the selection"),
+    (["--api", "fwd", "--variants", "dropout", "--hdims", "64"], "no instance for --api fwd matches the selection"),
     (["--api", "fwd_splitkv", "--variants", "plain"], "its variants are full"),
     (["--preset", "ci", "--api", "batch_prefill"], "no instance for --api batch_prefill"),
     (["--filter", "*bf16_d999*"], "filter '*bf16_d999*'"),

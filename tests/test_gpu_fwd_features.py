@@ -532,6 +532,34 @@ def test_dropout_deterministic():
         assert not torch.equal(out, first[0]), f"{other}: the output equals the (42, 10) one"
 
 
+def test_dropout_only_calls_take_the_lean_instance_at_its_head_dims():
+    """generate.py builds a dropout-only forward instance at d128 only (FWD_VARIANT_DIMS). A dropout-only d128 call
+    (or d112, which d128 serves zero-padded either way) runs it when it is built; a call with dropout and ALiBi runs
+    "full", and so does a d64 dropout call, never the d128 dropout instance zero-padded. The two d128 instances draw
+    the same randval and agree on out and lse (ALiBi slopes of 0 add nothing)."""
+    q, k, v = make_qkv(2, 190, 260, 4, 2, 128, 128, torch.bfloat16, seed_of("drop-lean"))
+    lean = dropout_run(q, k, v, 0.25, seed=5, offset=3)
+    lean_name = aiter_mha.last_kernel_name()
+    zero_slopes = torch.zeros(4, device=DEV, dtype=torch.float32)
+    full = dropout_run(q, k, v, 0.25, seed=5, offset=3, alibi_slopes=zero_slopes)
+    full_name = aiter_mha.last_kernel_name()
+    assert torch.equal(lean[2], full[2]), f"randval differs between {lean_name} and {full_name}"
+    torch.testing.assert_close(lean[0].float(), full[0].float(), atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(lean[1], full[1], atol=1e-4, rtol=1e-5)
+    assert full_name.endswith("_full"), full_name
+    q112, k112, v112 = make_qkv(1, 70, 90, 2, 2, 112, 112, torch.bfloat16, seed_of("drop-lean-112"))
+    dropout_run(q112, k112, v112, 0.25, seed=5, offset=3)
+    name112 = aiter_mha.last_kernel_name()
+    q64, k64, v64 = make_qkv(1, 70, 90, 2, 2, 64, 64, torch.bfloat16, seed_of("drop-lean-64"))
+    dropout_run(q64, k64, v64, 0.25, seed=5, offset=3)
+    name64 = aiter_mha.last_kernel_name()
+    assert "_d128_" not in name64, f"a d64 dropout call ran {name64}"
+    if require_all_kernels():
+        assert lean_name.endswith("_dropout") and "_d128_" in lean_name, lean_name
+        assert name112.endswith("_dropout") and "_d128_" in name112, name112
+        assert name64.endswith("_full") and "_d64_" in name64, name64
+
+
 # The forward draws a call's dropout values two ways: the general path when it stores randval (every other test here
 # asks for randval, since the references take their keep mask from it) and the layout's fast path without it
 # (fwd_features.cuh: the byte of each element from where the tile's rows and columns start). Both must keep the

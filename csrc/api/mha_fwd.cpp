@@ -70,14 +70,19 @@ bool needs_full(const aiter::mha_fwd_args& a)
            (a.has_sink && (a.sink_ptr != nullptr || (a.sink_size > 0 && a.mask_type != 0)));
 }
 
-// The instance features the call needs: 0 (plain), kFwdAlibi when ALiBi is its only feature, else kFwdFull.
+// The instance features the call needs: 0 (plain), kFwdAlibi when ALiBi is its only feature, kFwdDropout when
+// dropout is, else kFwdFull.
 int needed_features(const aiter::mha_fwd_args& a)
 {
     if (!needs_full(a))
         return 0;
     aiter::mha_fwd_args rest = a;
     rest.bias_type = 0;
-    return a.bias_type == 2 && !needs_full(rest) ? kFwdAlibi : kFwdFull;
+    if (a.bias_type == 2 && !needs_full(rest))
+        return kFwdAlibi;
+    rest        = a;
+    rest.p_drop = 0.f;
+    return has_dropout(a) && !needs_full(rest) ? kFwdDropout : kFwdFull;
 }
 
 std::string invalid_features(const aiter::mha_fwd_args& a)
@@ -379,13 +384,18 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
             }
         }
     }
-    // ALiBi-only calls take the "alibi" instance when it is built, else the full one
+    // ALiBi-only and dropout-only calls take the "alibi" / "dropout" instance when one is built at the head dims the
+    // full one would run (the dropout variant exists at d128 only: a d64 call must not run it zero-padded), else the
+    // full one
     const int features = needed_features(args);
     const FwdInstance* in = nullptr;
-    if (features == kFwdAlibi)
+    if (features == kFwdAlibi || features == kFwdDropout)
     {
         std::string ignored;
-        in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdAlibi, ignored);
+        const FwdInstance* lean = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, features, ignored);
+        const FwdInstance* full = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdFull, ignored);
+        if (lean != nullptr && (full == nullptr || (lean->hdim == full->hdim && lean->hdim_v == full->hdim_v)))
+            in = lean;
     }
     if (in == nullptr)
         in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, features == 0 ? 0 : kFwdFull, missing);

@@ -18,8 +18,9 @@ enum class Family : int
 
 using FwdLaunchFn = cudaError_t (*)(const FwdParams&, cudaStream_t);
 
-// Forward instance features (FwdKernelTraits' kFeatures): 0 "plain", kFwdAlibi "alibi" (ALiBi only), kFwdFull "full".
-constexpr int kFwdAlibi = 2, kFwdFull = 7;
+// Forward instance features (FwdKernelTraits' kFeatures): 0 "plain", kFwdAlibi "alibi" (ALiBi only), kFwdDropout
+// "dropout" (dropout only; built at some head dims, generate.py FWD_VARIANT_DIMS), kFwdFull "full".
+constexpr int kFwdAlibi = 2, kFwdDropout = 4, kFwdFull = 7;
 
 struct FwdInstance
 {
@@ -27,7 +28,7 @@ struct FwdInstance
     DType dtype;
     int hdim;                 // serves calls with hdim_q <= hdim and hdim_v <= hdim_v (smaller ones zero-padded)
     int hdim_v;
-    int features;             // 0 plain, kFwdAlibi "alibi", kFwdFull "full" (soft-cap, bias, ALiBi, sinks, dropout)
+    int features;             // 0 plain, kFwdAlibi, kFwdDropout, kFwdFull "full" (soft-cap, bias, ALiBi, sinks, dropout)
     bool split;               // split-KV / paged-KV kernel (mha_fwd_splitkv, mha_batch_prefill)
     int block_m;              // query rows per CTA (split-KV: 16 = decode tile, 64 = prefill tile)
     const char* name;         // kernel name printed by -kname / log_level_

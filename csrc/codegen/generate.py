@@ -65,8 +65,8 @@ CK_FWD_TILES = {
     (192, 192): (128, 64, 8),
     (256, 256): (64, 64, 4),
 }
-# The "full" instances (soft-cap, bias, sinks, ALiBi and dropout in one kernel) hold more live registers than the
-# plain one. At d128 their 128 x 48 tile spilled 572 B (bf16), 128 x 32 spills 132 B and is faster for every feature
+# The "full" instances (soft-cap, bias, sinks, ALiBi and dropout in one kernel; d128's "dropout" instance takes the
+# same tile) hold more live registers than the plain one. At d128 their 128 x 48 tile spilled 572 B (bf16), 128 x 32 spills 132 B and is faster for every feature
 # (H100 GPU-7e34a2ec, bf16, 16k tokens, s = 1k / 4k / 16k, same call, 48 / 32 / 64w8 / 64w8 / 32 / 48 order: dropout
 # 0.1 +21-26%, elementwise bias +9-17%, soft-cap 30 +13-20%; 128 x 64 with 8 warps: -3% to +15%).
 # The other head dims keep their plain tile, though it spills too (bf16: d64 220 B, d96 436 B, d256 136 B): the
@@ -84,7 +84,7 @@ apply_tile_override(CK_FWD_TILES, "MHA_TILE_OVERRIDE", drop=CK_FWD_TILES_FULL)
 def fwd_tiles(variant="plain") -> dict:
     """The forward tile per head-dim pair for one variant."""
     tiles = dict(CK_FWD_TILES)
-    if variant == "full":
+    if variant in ("full", "dropout"):
         tiles.update(CK_FWD_TILES_FULL)
     return tiles
 
@@ -170,9 +170,16 @@ VARIANTS = ("plain", "full")
 BWD_VARIANTS = {"plain": 0, "alibi": 2, "dropout": 4, "full": 7}
 # The forward has "alibi" too (FwdKernelTraits feature mask 2; 1 there is soft-cap, bias and sinks). H200, bf16,
 # TFLOP/s at s=1k / 16k non-causal, ALiBi on "full" -> "alibi": d64 84 / 88 -> 244 / 264, d128 101 / 108 -> 268 /
-# 292, d256 179 / 186 -> 292 / 309. A dropout-only forward instance gained under 10% (its Philox calls dominate), so
-# forward dropout stays on "full".
-FWD_VARIANTS = {"plain": 0, "alibi": 2, "full": 7}
+# 292, d256 179 / 186 -> 292 / 309. And "dropout" (mask 4), at d128 only (FWD_VARIANT_DIMS): with the Philox layout of
+# philox.h the dropout-only kernel is 12-16% faster than "full" there (H100 GPU-737e5539, bf16, 16k tokens, dropout
+# 0.1, same call ABBA, s = 1k / 4k / 16k: 218.7 / 234.0 / 236.7 -> 244.7 / 262.6 / 269.6 TFLOP/s, causal 168.9 / 202.9
+# / 218.5 -> 193.6 / 234.5 / 252.6; FlashAttention-2 231 / 271 / 282, causal 188 / 234 / 258) but even at d64 and
+# d256 (-0.7% to +3.3%), so those head dims would only add build time. On 128 x 48 (the plain tile) it read 0.94-0.98
+# of "full" on 128 x 32.
+FWD_VARIANTS = {"plain": 0, "alibi": 2, "dropout": 4, "full": 7}
+# Lean forward variants built for some head-dim pairs only (the others take "full"); the dispatch (mha_fwd.cpp) runs a
+# lean instance only at the head dims the full one would run, never a larger padded one.
+FWD_VARIANT_DIMS = {"dropout": {(128, 128)}}
 ALL_VARIANTS = ("plain", "full", "alibi", "dropout")
 
 PRESETS = {
@@ -222,6 +229,8 @@ def all_instances(archs=()) -> list[Instance]:
     for dtype in DTYPES:
         for hq, hv in CK_FWD_TILES:
             for variant in FWD_VARIANTS:
+                if (hq, hv) not in FWD_VARIANT_DIMS.get(variant, {(hq, hv)}):
+                    continue
                 bm, bn, w = fwd_tiles(variant)[(hq, hv)]
                 out.append(Instance("fwd", "ck", dtype, hq, hv, bm, bn, w, variant))
         for (hq, hv), (bm, bn, w) in ASM_FWD_TILES.items():
@@ -385,10 +394,13 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
             dims = sorted({(i.hdim, i.hdim_v) for i in mine if i.variant == variant})
             if not dims:
                 continue
-            feats = {"full": "elementwise, alibi | y (+ soft-cap, sinks)", "alibi": "alibi | n"}.get(variant, "n | n")
+            feats = {"full": "elementwise, alibi | y (+ soft-cap, sinks)", "alibi": "alibi | n",
+                     "dropout": "n | y"}.get(variant, "n | n")
             hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
             if fam == "ck":
-                rows.append(f"| fwd | {fam} ({variant}) | {dtype} | up to {hd}; any multiple of 8 below | batch, "
+                span = (f"{hd} (the calls full's {hd} instance serves)" if variant in FWD_VARIANT_DIMS else
+                        f"up to {hd}; any multiple of 8 below")
+                rows.append(f"| fwd | {fam} ({variant}) | {dtype} | {span} | batch, "
                             f"group | no_mask, causal t/b, windows t/b, generic | {feats} | y | "
                             f"{cols[0]} | {cols[1]} | {cols[2]} |")
             else: # use_asm_v3 = true; other calls fall back to ck
