@@ -562,11 +562,13 @@ def test_dropout_only_calls_take_the_lean_instance_at_its_head_dims():
 
 # The forward draws a call's dropout values two ways: the general path when it stores randval (every other test here
 # asks for randval, since the references take their keep mask from it) and the layout's fast path without it
-# (fwd_features.cuh: the byte of each element from where the tile's rows and columns start). Both must keep the
-# same elements: out and lse bit-identical. Tiles of 32 keys (d128's full instance: one Philox group per block), 64
-# (d64, d256: two), 32-column atoms (d96), d != d_v, masks and windows, group mode.
+# (fwd_features.cuh: the byte of each element from where the tile's rows and columns start; at d64 applied to
+# P's converted 16-bit pairs, apply_pairs). Both must keep the same elements: out and lse bit-identical. Tiles of 32
+# keys (d128's full and dropout instances: one Philox group per block), 64 (d64, d256: two), 32-column atoms (d96),
+# d != d_v, masks and windows, group mode, both 16-bit types on the pairs.
 @pytest.mark.parametrize("dt, d, dv, mask_type, left, right, sq, sk", [
     ("bf16", 64, 64, 0, -1, -1, 300, 517),
+    ("fp16", 64, 64, 2, -1, 0, 200, 333),
     ("fp16", 128, 128, 2, -1, 0, 333, 1000),
     ("bf16", 128, 128, 0, -1, -1, 129, 77),
     ("bf16", 256, 256, 1, 50, 20, 200, 250),

@@ -70,13 +70,17 @@ struct TileDropout
     // starts on a multiple of 16 keys and spans two groups: one call for the group of its first tile and one for that
     // of its last, and each tile picks its group's words by a warp-uniform select.
     //
-    // Without randval (every call but the tests' and the benchmark's -v=1 ones) each element's byte comes from what
-    // the layout fixes: the tile's rows start on a multiple of 16 (m0 and the warps' row offsets) and its columns on
-    // an even key (n0), so view row r0 + h is row half h (row % 16 / 8 = h), view column 2u + e has col % 2 = e, and
-    // the tile's col % 32 / 8 = j8. Its byte is b = 8 h + 2 j8 + e of the output words: word x / y (h = 0) or z / w
-    // (h = 1) by j8 < 2, bits 16 (j8 % 2) + 8 e; one shift, one compare and one select per element instead of
-    // dropout_byte's index arithmetic and word selects, as the backward's pointwise step does (bwd_kernel.cuh). With
-    // randval the general path below stores every value too.
+    // Without randval (every call but the tests' and the benchmark's -v=1 ones) at d64 (kDropoutPairs) the walk
+    // runs on P already converted to the 16-bit input type (apply_pairs), where view columns 2u, 2u + 1 of a row are
+    // one 32-bit register. Each
+    // pair's two bytes come from what the layout fixes: the tile's rows start on a multiple of 16 (m0 and the warps'
+    // row offsets) and its columns on an even key (n0), so view row r0 + h is row half h (row % 16 / 8 = h), the
+    // pair's columns have col % 2 = 0, 1, and the tile's col % 32 / 8 = j8. Their bytes are b = 8 h + 2 j8 + {0, 1} of
+    // the output words: word x / y (h = 0) or z / w (h = 1) by j8 < 2, bits 16 (j8 % 2) up. One byte permute spreads
+    // them into the two 16-bit halves, one f16x2 compare against the threshold (the values 0..255 as 16-bit patterns
+    // are positive f16 subnormals, ordered as the integers) gives each half's keep mask, and one AND applies it: three
+    // instructions per pair, where the fp32 path (apply, the other head dims) takes a shift, a compare and a select
+    // per element. With randval the general path (apply) stores every value too and zeroes the fp32 scores.
     // The walk both paths share: for each 16-row tile (view rows r0, r0 + 1), the n8 tiles u in order, each with its
     // group's Philox output, its j8 and its first element's (row0, col0); `tile(r0, u, rnd, j8, row0, col0)` handles
     // the tile's four elements.
@@ -119,6 +123,9 @@ struct TileDropout
         }
     }
 
+    // On the fp32 scores: without randval each element's byte by the layout (above: word by h and j8, bits 16 (j8 %
+    // 2) + 8 e for the pair's element e), one shift, one compare and one select each (every head dim but d64,
+    // FwdKernelTraits::kDropoutPairs); with randval every element's byte by its (row, col), stored as well.
     template <typename TP, typename TC>
     __device__ __forceinline__ void apply(TP& p, TC const& c, int m0, int n0) const
     {
@@ -152,6 +159,32 @@ struct TileDropout
                     p(r, cc) = 0.f;
                 if (row < seqlen_q && col < seqlen_k)
                     randval[row * randval_row_stride + col] = rv;
+            }
+        });
+    }
+
+    // The path without randval, on P converted to the input type: `p16` the converted tensor (the accumulator's
+    // layout), `rc` its (rows, cols) view layout, `c` the coordinates in that view.
+    template <typename TP16, typename LRC, typename TC>
+    __device__ __forceinline__ void apply_pairs(TP16& p16, LRC const& rc, TC const& c, int m0, int n0) const
+    {
+        static_assert(sizeof(typename TP16::value_type) == 2, "pairs of 16-bit elements");
+        constexpr int kRows  = decltype(size<0>(rc))::value;
+        constexpr int kCols  = decltype(size<1>(rc))::value;
+        constexpr int kTiles = kCols / 2;
+        static_assert(kRows % 2 == 0 && kCols % 2 == 0);
+        Tensor w = recast<uint32_t>(p16);
+        const uint32_t thr = uint32_t(keep_threshold) * 0x10001u;
+        walk<kRows, kTiles>(c, m0, n0, [&](int r0, int u, const Philox4& rnd, int j8, int, int) {
+            const uint32_t sel = j8 % 2 ? 0x4342u : 0x4140u; // bytes 2, 3 or 0, 1 into the halves' low bytes
+            CUTE_UNROLL
+            for (int h = 0; h < 2; ++h)
+            {
+                const uint32_t word = h == 0 ? (j8 < 2 ? rnd.x : rnd.y) : (j8 < 2 ? rnd.z : rnd.w);
+                const uint32_t rv2  = __byte_perm(word, 0u, sel);
+                uint32_t keep;
+                asm("set.le.u32.f16x2 %0, %1, %2;" : "=r"(keep) : "r"(rv2), "r"(thr));
+                w(rc(r0 + h, 2 * u) / 2) &= keep; // the pair's first element sits at an even offset
             }
         });
     }

@@ -655,11 +655,11 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
         softmax.update(s_rc, o_rc, softmax_scale_log2);
         if constexpr (Kt::kFull)
         {
-            if (has_dropout)
+            // TileDropout walks a key block's n8 tiles in one thread (one warp along N)
+            static_assert(decltype(size<1>(s_rc))::value * 4 == kBlockN, "a thread holds its block's keys");
+            if (has_dropout && (dropout.randval != nullptr || !Kt::kDropoutPairs))
             {
                 Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
-                // TileDropout walks a key block's n8 tiles in one thread (one warp along N)
-                static_assert(decltype(size<1>(s_rc))::value * 4 == kBlockN, "a thread holds its block's keys");
                 dropout.apply(s_rc, c_rc, m_begin, n_block * kBlockN);
             }
         }
@@ -668,6 +668,14 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
         CUTE_UNROLL
         for (int i = 0; i < size(acc_s); ++i)
             tOrP(i) = static_cast<Element>(acc_s(i));
+        if constexpr (Kt::kDropoutPairs)
+        {
+            if (has_dropout && dropout.randval == nullptr)
+            {
+                Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
+                dropout.apply_pairs(tOrP, acc_rowcol_layout(tOrP.layout()), c_rc, m_begin, n_block * kBlockN);
+            }
+        }
         Tensor tOrP_a = make_tensor(tOrP.data(), acc_to_a_operand_layout(tOrP.layout()));
         gemm_reg_smem(acc_o, tOrP_a, tOrVt, tOsVt_n, tiled_mma, smem_copy_v, smem_thr_v);
     };
@@ -1142,11 +1150,11 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             softmax.update(s_rc, o_rc, softmax_scale_log2);
             if constexpr (Kt::kFull)
             {
-                if (has_dropout)
+                // TileDropout walks a key block's n8 tiles in one thread (one warp along N)
+                static_assert(decltype(size<1>(s_rc))::value * 4 == kBlockN, "a thread holds its block's keys");
+                if (has_dropout && (dropout.randval != nullptr || !Kt::kDropoutPairs))
                 {
                     Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
-                    // TileDropout walks a key block's n8 tiles in one thread (one warp along N)
-                    static_assert(decltype(size<1>(s_rc))::value * 4 == kBlockN, "a thread holds its block's keys");
                     dropout.apply(s_rc, c_rc, m_begin, n * kBlockN);
                 }
             }
@@ -1154,6 +1162,14 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
             CUTE_UNROLL
             for (int i = 0; i < size(acc_s); ++i)
                 tOrP(i) = static_cast<Element>(acc_s(i));
+            if constexpr (Kt::kDropoutPairs)
+            {
+                if (has_dropout && dropout.randval == nullptr)
+                {
+                    Tensor c_rc = make_tensor(tScS.data(), acc_rowcol_layout(tScS.layout()));
+                    dropout.apply_pairs(tOrP, acc_rowcol_layout(tOrP.layout()), c_rc, m_begin, n * kBlockN);
+                }
+            }
             Tensor tOrP_a = make_tensor(tOrP.data(), acc_to_a_operand_layout(tOrP.layout()));
             // the partial last block skips the MMAs of P columns past seqlen_k (zeros). One code path for every
             // block: a separate call for the partial block doubles the spill (d128: 40 -> 440 B).
