@@ -70,17 +70,17 @@ struct TileDropout
     // starts on a multiple of 16 keys and spans two groups: one call for the group of its first tile and one for that
     // of its last, and each tile picks its group's words by a warp-uniform select.
     //
-    // Without randval (every call but the tests' and the benchmark's -v=1 ones) at d64 (kDropoutPairs) the walk
-    // runs on P already converted to the 16-bit input type (apply_pairs), where view columns 2u, 2u + 1 of a row are
-    // one 32-bit register. Each
-    // pair's two bytes come from what the layout fixes: the tile's rows start on a multiple of 16 (m0 and the warps'
-    // row offsets) and its columns on an even key (n0), so view row r0 + h is row half h (row % 16 / 8 = h), the
-    // pair's columns have col % 2 = 0, 1, and the tile's col % 32 / 8 = j8. Their bytes are b = 8 h + 2 j8 + {0, 1} of
-    // the output words: word x / y (h = 0) or z / w (h = 1) by j8 < 2, bits 16 (j8 % 2) up. One byte permute spreads
-    // them into the two 16-bit halves, one f16x2 compare against the threshold (the values 0..255 as 16-bit patterns
-    // are positive f16 subnormals, ordered as the integers) gives each half's keep mask, and one AND applies it: three
-    // instructions per pair, where the fp32 path (apply, the other head dims) takes a shift, a compare and a select
-    // per element. With randval the general path (apply) stores every value too and zeroes the fp32 scores.
+    // Without randval (every call but the tests' and the benchmark's -v=1 ones) in the d64 mha_fwd instances
+    // (kDropoutPairs) the walk runs on P already converted to the 16-bit input type (apply_pairs), where view columns
+    // 2u, 2u + 1 of a row are one 32-bit register. Each pair's two bytes come from what the layout fixes: the tile's
+    // rows start on a multiple of 16 (m0 and the warps' row offsets) and its columns on an even key (n0), so view row
+    // r0 + h is row half h (row % 16 / 8 = h), the pair's columns have col % 2 = 0, 1, and the tile's col % 32 / 8 =
+    // j8. Their bytes are b = 8 h + 2 j8 + {0, 1} of the output words: word x / y (h = 0) or z / w (h = 1) by j8 < 2,
+    // bits 16 (j8 % 2) up. One byte permute spreads them into the two 16-bit halves, one f16x2 compare against the
+    // threshold (the values 0..255 as 16-bit patterns are positive f16 subnormals, ordered as the integers) gives each
+    // half's keep mask, and one AND applies it: three instructions per pair, where the fp32 path (apply, every other
+    // instance) takes a shift, a compare and a select per element. With randval the general path (apply) stores every value
+    // too and zeroes the fp32 scores.
     // The walk both paths share: for each 16-row tile (view rows r0, r0 + 1), the n8 tiles u in order, each with its
     // group's Philox output, its j8 and its first element's (row0, col0); `tile(r0, u, rnd, j8, row0, col0)` handles
     // the tile's four elements.
@@ -123,9 +123,9 @@ struct TileDropout
         }
     }
 
-    // On the fp32 scores: without randval each element's byte by the layout (above: word by h and j8, bits 16 (j8 %
-    // 2) + 8 e for the pair's element e), one shift, one compare and one select each (every head dim but d64,
-    // FwdKernelTraits::kDropoutPairs); with randval every element's byte by its (row, col), stored as well.
+    // On the fp32 scores: without randval each element's byte by the layout (above: word by h and j8, bits 16 (j8 % 2)
+    // + 8 e for the pair's element e), one shift, one compare and one select each (every instance but mha_fwd's d64
+    // ones, FwdKernelTraits::kDropoutPairs); with randval every element's byte by its (row, col), stored as well.
     template <typename TP, typename TC>
     __device__ __forceinline__ void apply(TP& p, TC const& c, int m0, int n0) const
     {

@@ -73,8 +73,9 @@ struct FwdKernelTraits
     // element pair (TileDropout::apply_pairs), instead of a shift, a compare and a select per fp32 element. H100
     // GPU-2e385f3a, bf16, 16k tokens, dropout 0.1, same call, fp32 / pairs / pairs / fp32, s = 1k / 16k: d64 +3-6.5%
     // (186.8 / 208.3 TFLOP/s, causal 150.2 / 200.2), d128 -1.9% to +1.2%, d256 -6.5% to -7.3% (its full instance
-    // schedules worse). Hence d64 only (d32 would take the same code, but was neither measured nor run on a GPU).
-    static constexpr bool kDropoutPairs = kDropout && kHeadDim == 64;
+    // schedules worse). Hence d64 only, and mha_fwd's instances only (d32 and the split-KV / batch-prefill tiles
+    // would take the same code, but were neither measured nor run on a GPU with it).
+    static constexpr bool kDropoutPairs = kDropout && kHeadDim == 64 && !kSplit_;
     static constexpr bool kSplit   = kSplit_;
     // kDecode: the split-KV decode tile (16 rows, one warp; csrc/codegen/generate.py splitkv_tiles). Memory-bound:
     // on sm_90 its K / V blocks stream through a ring of kKvStages stages filled by the tensor copy engine
