@@ -385,6 +385,15 @@ def test_dropout(p, device_seed):
               f"dropout p={p} device_seed={device_seed}", seeding=fwd_seed, bwd_seeding=bwd_seed)
 
 
+# The dropout-only backward at d <= 64 runs on the 128 x 128 tile (generate.py bwd_tiles), "full" on 64 x 128: both
+# against the reference, with more than one 128-row query block and a partial one, no mask and causal, MHA and GQA.
+@pytest.mark.parametrize("d, mask_type, hk, dt", [(64, 0, 4, "bf16"), (64, 2, 2, "fp16"), (32, 0, 2, "bf16")])
+def test_dropout_small_head_dims(d, mask_type, hk, dt):
+    q, k, v, do = make_qkv(2, 300, 277, 4, hk, d, d, DTYPES[dt], seed_of("drop small", d, mask_type, hk))
+    run_batch(q, k, v, do, Feat(scale=d ** -0.5, mask_type=mask_type, right=0 if mask_type else -1, p_drop=0.2),
+              f"dropout d={d} mask={mask_type} hk={hk}", seeding=dict(seed=77, offset=5))
+
+
 # Deterministic mode on both families: many key blocks per query block (the asm backward's CTAs take turns per query
 # block, highest key block first), MHA / GQA / MQA, no mask, causal and windows of both corners, sq != sk.
 DETERMINISTIC = [  # (family, d, mask_type, left, right, b, h, hk, sq, sk)

@@ -535,8 +535,9 @@ def test_dropout_deterministic():
 def test_dropout_only_calls_take_the_lean_instance_at_its_head_dims():
     """generate.py builds a dropout-only forward instance at d128 only (FWD_VARIANT_DIMS). A dropout-only d128 call
     (or d112, which d128 serves zero-padded either way) runs it when it is built; a call with dropout and ALiBi runs
-    "full", and so does a d64 dropout call, never the d128 dropout instance zero-padded. The two d128 instances draw
-    the same randval and agree on out and lse (ALiBi slopes of 0 add nothing)."""
+    "full", and so does a d64 dropout call, never the d128 dropout instance zero-padded (checked with every kernel
+    built, MHA_REQUIRE_ALL_KERNELS=1). The two d128 instances draw the same randval and agree on out and lse (ALiBi
+    slopes of 0 add nothing)."""
     q, k, v = make_qkv(2, 190, 260, 4, 2, 128, 128, torch.bfloat16, seed_of("drop-lean"))
     lean = dropout_run(q, k, v, 0.25, seed=5, offset=3)
     lean_name = aiter_mha.last_kernel_name()
@@ -553,8 +554,7 @@ def test_dropout_only_calls_take_the_lean_instance_at_its_head_dims():
     q64, k64, v64 = make_qkv(1, 70, 90, 2, 2, 64, 64, torch.bfloat16, seed_of("drop-lean-64"))
     dropout_run(q64, k64, v64, 0.25, seed=5, offset=3)
     name64 = aiter_mha.last_kernel_name()
-    assert "_d128_" not in name64, f"a d64 dropout call ran {name64}"
-    if require_all_kernels():
+    if require_all_kernels(): # a build without d64 instances runs the d64 call on a d128 one, rightly
         assert lean_name.endswith("_dropout") and "_d128_" in lean_name, lean_name
         assert name112.endswith("_dropout") and "_d128_" in name112, name112
         assert name64.endswith("_full") and "_d64_" in name64, name64

@@ -384,9 +384,9 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
             }
         }
     }
-    // ALiBi-only and dropout-only calls take the "alibi" / "dropout" instance when one is built at the head dims the
-    // full one would run (the dropout variant exists at d128 only: a d64 call must not run it zero-padded), else the
-    // full one
+    // ALiBi-only and dropout-only calls take the "alibi" / "dropout" instance when the built one that covers the call
+    // is no larger than the full one that would run it (the dropout variant exists at d128 only: a d64 call runs the
+    // d64 full instance, not the d128 dropout one zero-padded), else the full one
     const int features = needed_features(args);
     const FwdInstance* in = nullptr;
     if (features == kFwdAlibi || features == kFwdDropout)
@@ -394,7 +394,7 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
         std::string ignored;
         const FwdInstance* lean = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, features, ignored);
         const FwdInstance* full = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdFull, ignored);
-        if (lean != nullptr && (full == nullptr || (lean->hdim == full->hdim && lean->hdim_v == full->hdim_v)))
+        if (lean != nullptr && (full == nullptr || lean->hdim + lean->hdim_v <= full->hdim + full->hdim_v))
             in = lean;
     }
     if (in == nullptr)
