@@ -28,10 +28,14 @@ def test_instance_names_are_unique_and_complete():
     # the d128 dropout instance on the full instance's tile
     assert [(i.block_m, i.block_n, i.warps) for i in inst if i.api == "fwd" and i.variant == "dropout"] == [
         (128, 32, 4)] * 2
-    # split-KV: a decode (16-row, one warp) and a prefill (64-row) tile per head-dim pair, full variant
-    assert {(i.dtype, i.hdim, i.hdim_v, i.block_m) for i in inst if i.api == "fwd_splitkv"} == {
+    # split-KV: a decode (16-row, one warp) and a prefill (64-row) tile per head-dim pair, full variant; a plain
+    # decode tile at d128 only (SPLIT_PLAIN_DIMS)
+    assert {(i.dtype, i.hdim, i.hdim_v, i.block_m) for i in inst if i.api == "fwd_splitkv" and i.variant == "full"} == {
         (d, q, v, m) for d in ("fp16", "bf16") for (q, v) in dims for m in (16, 64)}
-    assert {i.variant for i in inst if i.api == "fwd_splitkv"} == {"full"}
+    assert sorted((i.dtype, i.hdim, i.hdim_v, i.block_m, i.block_n, i.warps) for i in inst
+                  if i.api == "fwd_splitkv" and i.variant != "full") == [("bf16", 128, 128, 16, 32, 1),
+                                                                         ("fp16", 128, 128, 16, 32, 1)]
+    assert {i.variant for i in inst if i.api == "fwd_splitkv"} == {"full", "plain"}
     # backward: plain (masks only), alibi, dropout and full per head-dim pair and dtype
     assert {(i.dtype, i.hdim, i.hdim_v, i.variant) for i in inst if i.api == "bwd"} == {
         (d, q, v, var) for d in ("fp16", "bf16") for (q, v) in dims for var in ("plain", "alibi", "dropout", "full")}
@@ -39,9 +43,10 @@ def test_instance_names_are_unique_and_complete():
 
 def test_filters_select_the_expected_instances():
     inst = gen.all_instances()
-    # plain: the ck instance and the asm (sm_90a) one
+    # plain: the ck instance, the asm (sm_90a) one and the split-KV decode tile's
     assert [i.name for i in gen.select(inst, ["fwd"], ["bf16"], ["128"], "", ["plain"])] == [
-        "fmha_fwd_ck_bf16_d128_b128x48_w4_plain", "fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain"]
+        "fmha_fwd_ck_bf16_d128_b128x48_w4_plain", "fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain",
+        "fmha_fwd_splitkv_ck_bf16_d128_b16x32_w1_plain"]
     assert sorted(i.name for i in inst if i.family == "asm_v3" and i.api == "fwd") == [
         f"fmha_fwd_asm_v3_{t}_d{d}_b128x{n}_w12_plain" for t in ("bf16", "fp16")
         for d, n in (("128", 176), ("192_dv128", 128), ("256", 80), ("64", 176))]
@@ -69,8 +74,12 @@ def test_table_keeps_unbuilt_rows_with_a_hint():
     chosen = gen.select(inst, ["fwd"], ["bf16"], ["128x128"], "", ["plain"])
     text = gen.fwd_table_source(inst, chosen, ["sm_90a"])
     fwd = [i for i in inst if i.api != "bwd"]
-    # every other known instance is listed, not built (null launch and shared-memory size)
-    assert text.count("nullptr") == 2 * (len(fwd) - 2)
+    # every other known instance is listed, not built (null launch and shared-memory size); built: the ck and asm
+    # instances and the plain split-KV decode tile
+    assert text.count("nullptr") == 2 * (len(fwd) - 3)
+    assert ('{Family::ck, mha::DType::bf16, 128, 128, 0, true, 16, "fmha_fwd_splitkv_ck_bf16_d128_b16x32_w1_plain", '
+            '"--api fwd_splitkv --dtypes bf16 --hdims 128x128 --variants plain", '
+            '&mha::gen::launch_fwd_splitkv_ck_bf16_d128_dv128_m16_plain') in text
     assert "&mha::gen::launch_fwd_ck_bf16_d128_dv128_m128_plain" in text
     assert ('{Family::asm_v3, mha::DType::bf16, 128, 128, 0, false, 128, "fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain", '
             '"--api fwd --dtypes bf16 --hdims 128x128 --variants plain --arch sm_90a", '
@@ -116,7 +125,7 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 4 selected of 158 known" in r.stdout
+    assert "instances: 5 selected of 160 known" in r.stdout
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "[x] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r.stdout
@@ -129,7 +138,7 @@ def test_list_prints_instances_and_support_table():
     # the asm family is sm_90a code: a build without that target leaves it out
     r80 = run_compile("--list", "--preset", "ci", "--arch", "sm_80")
     assert r80.returncode == 0, r80.stderr
-    assert "instances: 2 selected of 158 known" in r80.stdout
+    assert "instances: 3 selected of 160 known" in r80.stdout
     assert "[ ] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r80.stdout and "asm_v3 (plain)" not in r80.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
     # the arch columns are the build's: sm_90a only
@@ -172,8 +181,9 @@ def test_bad_options_fail_with_a_reason(args, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--api", "fwd", "--variants", "dropout", "--hdims", "64"], "no instance for --api fwd matches the selection"),
-    (["--api", "fwd_splitkv", "--variants", "plain"], "its variants are full"),
-    (["--preset", "ci", "--api", "batch_prefill"], "no instance for --api batch_prefill"),
+    (["--api", "fwd_splitkv", "--variants", "plain", "--hdims", "64"], "its variants are full, plain"),
+    (["--preset", "ci", "--api", "batch_prefill", "--dtypes", "fp16", "--hdims", "64"],
+     "no instance for --api batch_prefill"),
     (["--filter", "*bf16_d999*"], "filter '*bf16_d999*'"),
 ])
 def test_empty_selection_is_an_error(tmp_path, args, message):

@@ -443,6 +443,23 @@ def test_softcap(cap, mask_type):
               f"softcap={cap} mask={mask_type}")
 
 
+@pytest.mark.parametrize("dt, sq, sk, mask_type", [("bf16", 1, 700, 0), ("fp16", 3, 1000, 2), ("bf16", 2, 33, 0)])
+def test_decode_calls_take_the_plain_split_instance_without_features(dt, sq, sk, mask_type):
+    """A GQA decode step (4 query heads per KV head, up to 16 rows) runs on the split-KV decode tile: the "plain" one
+    at d128 (generate.py SPLIT_PLAIN_DIMS) when the call has no feature, the full one with soft-cap, both against
+    the reference (checked by name with every kernel built, MHA_REQUIRE_ALL_KERNELS=1)."""
+    q, k, v = make_qkv(3, sq, sk, 32, 8, 128, 128, DTYPES[dt], seed_of("plain split", dt, sq, sk, mask_type))
+    right = 0 if mask_type else -1
+    run_batch(q, k, v, Feat(scale=128 ** -0.5, mask_type=mask_type, right=right), f"plain decode {dt} {sq}x{sk}")
+    plain = aiter_mha.last_kernel_name()
+    run_batch(q, k, v, Feat(scale=128 ** -0.5, mask_type=mask_type, right=right, softcap=20.0),
+              f"soft-cap decode {dt} {sq}x{sk}")
+    capped = aiter_mha.last_kernel_name()
+    if require_all_kernels():
+        assert plain == f"fmha_fwd_splitkv_ck_{dt}_d128_b16x32_w1_plain", plain
+        assert capped == f"fmha_fwd_splitkv_ck_{dt}_d128_b16x32_w1_full", capped
+
+
 @pytest.mark.parametrize("mask_type, left, right, sq, sk", [
     (0, -1, -1, 150, 200),
     (2, -1, 0, 300, 200),  # the first 100 rows see no key: O = 0, LSE = sink

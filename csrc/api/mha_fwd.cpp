@@ -222,7 +222,7 @@ const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v
     for (int i = 0; i < kNumFwdInstances; ++i)
     {
         const FwdInstance& in = kFwdInstances[i];
-        if (in.family != family || in.dtype != dt || (!split && in.features != features) || in.split != split ||
+        if (in.family != family || in.dtype != dt || in.features != features || in.split != split ||
             (split && in.block_m != split_block_m) || in.hdim < hdim_q || in.hdim_v < hdim_v)
             continue;
         const FwdInstance*& slot = in.launch != nullptr ? best : unbuilt;
@@ -238,6 +238,24 @@ const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v
     else
         missing = "no instance covers head dims " + str(hdim_q) + "/" + str(hdim_v);
     return nullptr;
+}
+
+// The split-KV instance of tile height `block_m` for a call needing `features` (needed_features): the "plain" one
+// (decode tiles at some head dims: generate.py SPLIT_PLAIN_DIMS) for a call without features when it is built and no
+// larger than the full one that covers the call (a d64 call runs the d64 full instance, not the d128 plain one
+// zero-padded), else the full one; null with the reason in `missing` when neither is built.
+const FwdInstance* find_split_instance(DType dt, int hdim_q, int hdim_v, int features, int block_m,
+                                       std::string& missing)
+{
+    const FwdInstance* full = find_instance(Family::ck, dt, hdim_q, hdim_v, kFwdFull, missing, true, block_m);
+    if (features == 0)
+    {
+        std::string ignored;
+        const FwdInstance* plain = find_instance(Family::ck, dt, hdim_q, hdim_v, 0, ignored, true, block_m);
+        if (plain != nullptr && (full == nullptr || plain->hdim + plain->hdim_v <= full->hdim + full->hdim_v))
+            return plain;
+    }
+    return full;
 }
 
 // The asm instance that would run this call, or nullptr with the reason in `why_not`. The asm family covers
@@ -367,8 +385,8 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
         int64_t(max_q) * pack <= kPackedFwdMaxRows)
     {
         std::string ignored;
-        if (const FwdInstance* dec = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdFull, ignored, true,
-                                                   split_block_m(int64_t(max_q) * pack)))
+        if (const FwdInstance* dec = find_split_instance(dt, args.hdim_q, args.hdim_v, needed_features(args),
+                                                         split_block_m(int64_t(max_q) * pack), ignored))
         {
             int cc = 0;
             if (current_cc(cc).empty() && arch_built(cc) && smem_unfit(dec->name, dec->smem_bytes).empty())
@@ -974,11 +992,10 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
                     str(int64_t(p.batch) * p.split.num_splits));
     std::string missing;
     const int max_q = f.is_group_mode ? f.max_seqlen_q : f.seqlen_q;
-    const FwdInstance* in =
-        find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, kFwdFull, missing, true, block_m);
+    const int features = needed_features(f);
+    const FwdInstance* in = find_split_instance(dtype_of(f.data_type), f.hdim_q, f.hdim_v, features, block_m, missing);
     if (in == nullptr && block_m == kDecodeBlockM && int64_t(max_q) * p.split.pack_ratio > kDecodeBlockM)
-        in = find_instance(Family::ck, dtype_of(f.data_type), f.hdim_q, f.hdim_v, kFwdFull, missing, true,
-                           kPrefillBlockM);
+        in = find_split_instance(dtype_of(f.data_type), f.hdim_q, f.hdim_v, features, kPrefillBlockM, missing);
     if (in == nullptr)
         return fail(who + ": no split-KV kernel for dtype=" + f.data_type + " hdim_q=" + str(f.hdim_q) +
                     " hdim_v=" + str(f.hdim_v) + ": " + missing);

@@ -541,8 +541,9 @@ __global__ void __launch_bounds__(kDecodeT ? 32 * kWarpMergeMaxSplits : Kt::kNTh
         }
     }
     // Full instances with a score modifier turn scores into natural-log logits first; otherwise the scale folds into
-    // exp2. The split-KV instances are all full ones, so a plain decode step skips the modifiers' per-element
-    // (predicated) code this way: 1,400 of its 1,600 instructions per key block at d128.
+    // exp2. A plain decode step on a full split-KV instance skips the modifiers' per-element (predicated) code this
+    // way: 1,400 of its 1,600 instructions per key block at d128 (where a plain instance is built, generate.py
+    // SPLIT_PLAIN_DIMS, it has none of that code).
     const bool mod_scores = Kt::kFull && mods.active();
     const float softmax_scale_log2 = mod_scores ? kLog2e : p.scale_log2;
     const float softmax_scale      = mod_scores ? 1.f : p.scale;

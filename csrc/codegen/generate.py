@@ -111,7 +111,8 @@ ASM_BWD_TILES = {
     (128, 128): (64, 128, 12),
 }
 ASM_ARCH = "sm_90a"
-# Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), "full" only, two per head-dim pair:
+# Split-KV / paged-KV instances (mha_fwd_splitkv, mha_batch_prefill), "full", two per head-dim pair (and a "plain"
+# decode tile at SPLIT_PLAIN_DIMS, below):
 # - decode: 16 rows (one query of a packed GQA group of up to 16 heads, or a few speculative tokens) and one warp,
 #   so the tensor cores and shared memory do 16 rows of work per K/V byte instead of 64; 32-key blocks (16 above
 #   hdim 128) keep one warp's registers spill-free. On sm_90 the K / V blocks arrive by tensor copies into a ring of
@@ -119,6 +120,12 @@ ASM_ARCH = "sm_90a"
 # - prefill: 64 x 64 with 4 warps, for batch prefill and split-KV calls with many query rows.
 def splitkv_tiles(hdim: int, hdim_v: int) -> list[tuple[int, int, int]]:
     return [(16, 32 if max(hdim, hdim_v) <= 128 else 16, 1), (64, 64, 4)]
+# A "plain" decode instance (no soft-cap, bias, ALiBi, sinks or dropout compiled in) at these head dims, for the split
+# calls without them (mha_fwd.cpp, find_split_instance): the full one's skipped score-modifier code still shapes the
+# loop (191 -> 182 registers). H100 GPU-8ef9dbf6, bf16, 32 query / 8 KV heads, L2 swept, KV GB/s, same call, a / p /
+# p / a, three passes: b=16 1k 2342-2391 -> 2358-2401 (+0.7%), bshd 2358-2397 -> 2371-2415 (+1%), b=1 8k 1662-1677 ->
+# 1677-1691 (+1%, every pass), b=16 2k / 8k and b=64 1k +0.1-0.3%.
+SPLIT_PLAIN_DIMS = {(128, 128)}
 # ck backward instances: (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps, SdP / dKV / dQ warps along M / N / M), see
 # csrc/ck/bwd_traits.cuh. One CTA keeps kBlockN keys' dK and dV in registers. "plain" serves calls without bias,
 # ALiBi or dropout (masks, GQA, group mode and deterministic dQ are run-time); "full" adds them.
@@ -238,6 +245,8 @@ def all_instances(archs=()) -> list[Instance]:
         for (hq, hv) in CK_FWD_TILES:
             for tile in splitkv_tiles(hq, hv):
                 out.append(Instance("fwd_splitkv", "ck", dtype, hq, hv, *tile, "full"))
+                if tile[0] == 16 and (hq, hv) in SPLIT_PLAIN_DIMS:
+                    out.append(Instance("fwd_splitkv", "ck", dtype, hq, hv, *tile, "plain"))
         for hq, hv in CK_BWD_TILES:
             for variant in BWD_VARIANTS:
                 bm, bn, w, *atoms = bwd_tiles(archs, variant)[(hq, hv)]
@@ -429,12 +438,17 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
     if not bwd:
         rows.append("| bwd | - | - | - | - | - | - | - | - | n | n | n |")
     skv = [i for i in built if i.api == "fwd_splitkv"]
-    for dtype in sorted({i.dtype for i in skv}):
-        dims = sorted({(i.hdim, i.hdim_v) for i in skv if i.dtype == dtype})
+    for dtype, variant in sorted({(i.dtype, i.variant) for i in skv}):
+        dims = sorted({(i.hdim, i.hdim_v) for i in skv if (i.dtype, i.variant) == (dtype, variant)})
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
-        rows.append(f"| fwd_splitkv, batch_prefill | ck | {dtype} | up to {hd}; any multiple of 8 below | batch, group; "
+        # the plain instances are decode tiles (16 rows) only, at SPLIT_PLAIN_DIMS: the calls full's instance of
+        # those head dims would serve, without features
+        span = (f"{hd} (calls without features that full's {hd} decode tile would run)" if variant == "plain" else
+                f"up to {hd}; any multiple of 8 below")
+        feats = "n | n" if variant == "plain" else "elementwise, alibi | batch_prefill only"
+        rows.append(f"| fwd_splitkv, batch_prefill | ck ({variant}) | {dtype} | {span} | batch, group; "
                     "dense, paged (any page size), cache_batch_idx | no_mask, causal t/b, windows t/b, generic | "
-                    f"elementwise, alibi | batch_prefill only | y | {cols[0]} | {cols[1]} | {cols[2]} |")
+                    f"{feats} | y | {cols[0]} | {cols[1]} | {cols[2]} |")
     if not skv:
         rows.append("| fwd_splitkv, batch_prefill | - | - | - | - | - | - | - | - | n | n | n |")
     return "\n".join(rows)
