@@ -59,7 +59,7 @@ struct Sm90FwdTraits
     static constexpr int kHeadDim     = kHeadDim_;  // Q / K: 64, 128, 192 or 256, whole 128-byte swizzle atoms
     static constexpr int kHeadDimV    = kHeadDimV_; // V / O: 64, 128 or 256
     static constexpr int kBlockM      = 128;       // two consumer warpgroups of 64 rows
-    static constexpr int kBlockN      = kBlockN_;  // keys per block: 128 or 176 (d256: 80)
+    static constexpr int kBlockN      = kBlockN_;  // keys per block: 128 or 176 (d256: 80 or 64)
     // ring stages: d64 three (two lost 1-6%, H100), d128 two (the shared memory's limit at 176-key blocks)
     static constexpr int kStages      = kHeadDim <= 64 ? 3 : 2;
     // A two-stage ring frees a stage's K when its S GEMM is done and its V when its PV GEMM is (kSplitKv), so the
@@ -89,7 +89,8 @@ struct Sm90FwdTraits
         1024 + kQBytes + kStages * (kKBytes + kVBytes) + 8 * (4 + (kSplitKv ? 4 : 3) * kStages) + 16 + 8 * kRecInts;
     static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "Q / K rows of whole swizzle atoms");
     static_assert(kHeadDimV == 64 || kHeadDimV == 128 || kHeadDimV == 256, "the PV GEMM atoms instantiated below");
-    static_assert(kBlockN == 80 || kBlockN == 128 || kBlockN == 176, "the S GEMM atoms instantiated below");
+    static_assert(kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 176,
+                  "the S GEMM atoms instantiated below");
     static_assert(kSmemBytes <= 227 * 1024, "sm_90 shared memory");
 };
 
@@ -273,6 +274,10 @@ namespace gm = cute::SM90::GMMA;
 
 template <typename Element, int N>
 struct SsAtom;
+template <>
+struct SsAtom<cutlass::bfloat16_t, 64> { using type = gm::MMA_64x64x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
+template <>
+struct SsAtom<cutlass::half_t, 64> { using type = gm::MMA_64x64x16_F32F16F16_SS<gm::Major::K, gm::Major::K>; };
 template <>
 struct SsAtom<cutlass::bfloat16_t, 80> { using type = gm::MMA_64x80x16_F32BF16BF16_SS<gm::Major::K, gm::Major::K>; };
 template <>
@@ -1110,16 +1115,20 @@ cudaError_t launch_sm90(const FwdParams& p, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-// One asm instance: two key-block widths of one (dtype, head dim) (d256: one, 80 keys). The wide block serves calls
-// without a mask and causal calls of at least kWideMinRowsCausal rows; 128 keys serve shorter causal calls, whose
-// diagonal blocks are mostly masked. H100, bf16, 16k tokens, TFLOP/s, 128 -> 176 keys: d128 (one CTA per tile) non-causal
+// One asm instance: two key-block widths of one (dtype, head dim) (d256: 80 and 64 keys). The wide block serves calls
+// without a mask and causal calls of at least kWideMinRowsCausal rows; 128 keys (d256: 64) serve shorter causal
+// calls, whose diagonal blocks are mostly masked. H100, bf16, 16k tokens, TFLOP/s, 128 -> 176 keys: d128 (one CTA per tile) non-causal
 // s = 512 / 2k / 16k 349 / 475 / 555 -> 358 / 493 / 578, causal 512 / 1k / 2k / 16k 235 / 318 / 387 / 513 -> 217 /
 // 307 / 392 / 544; d64 (persistent) non-causal 512 / 2k / 8k / 16k 342 / 419 / 442 / 447 -> 358 / 444 / 479 / 486,
 // causal 8k / 16k 411 / 441 -> 440 / 488, 2k even (327 / 325) then (the kernel has changed since: see
 // kWideMinRowsCausal).
 // d192 / d_v 128 (DeepSeek's prefill shape): 128 keys for every call.
+// d256, 80 -> 64 keys (H100 GPU-82ce6714, bf16, 16k tokens, same call, a / b / b / a, two passes; .carry/s56/c7.sh):
+// causal s = 512 / 1k 280-282 / 493-496 -> 294-295 / 497-500 (+5% / +0.8%), 2k / 4k 653-658 / 740-743 -> 620-623 /
+// 682-684 (-5% / -8%, hence kWideMinRowsCausal 2048); windows at s = 4k: (255, 0) 2152-2190 -> 2254-2297 (+4.5%),
+// (1023, 0) 1262-1269 -> 1237-1243, (512, 512) 1244-1251 -> 1206-1223 (-2 to -3%, hence kNarrowWindowKeys 512).
 template <typename Element, int kHeadDim, int kWideN, int kHeadDimV = kHeadDim,
-          int kNarrowN = (kWideN < 128 ? kWideN : 128)>
+          int kNarrowN = (kWideN < 128 ? 64 : 128)>
 struct Sm90FwdInstance
 {
     using Narrow = Sm90FwdTraits<Element, kHeadDim, kNarrowN, kHeadDimV>;
@@ -1129,20 +1138,20 @@ struct Sm90FwdInstance
     // 3k 352-354 / 387-389 -> 382-383 / 407 (+8.5% / +5%), 4k even (429 / 429); without a mask 128 keys lost 2-4% at
     // 1k / 2k and were even at 512, so those keep 176.
     static constexpr int kWideMinRowsCausal = kHeadDim <= 128 ? 4096 : 2048;
+    // A window bounded on both sides shows each tile about left + right + 128 keys whatever the length, so its first
+    // and last blocks (mostly masked) weigh as a causal call's diagonal does at short lengths: below
+    // kNarrowWindowKeys (left + right) it takes the narrow blocks. H100, bf16, 16k tokens, same call
+    // (.carry/s50/c11.sh), 176 -> 128 keys at s = 4k / 16k: (255, 0) +27-29%, (1023, 0) +7-12%, (512, 512) +7-15%,
+    // (4095, 0) -4% to even (d64 / d128). d256's 64-key blocks: above.
+    static constexpr int kNarrowWindowKeys = kWideN < 128 ? 512 : 2048;
     static constexpr int kSmemBytes = Narrow::kSmemBytes > Wide::kSmemBytes ? Narrow::kSmemBytes : Wide::kSmemBytes;
 };
-
-// A window bounded on both sides shows each tile about left + right + 128 keys whatever the length, so its first and
-// last blocks (mostly masked) weigh as a causal call's diagonal does at short lengths: below kNarrowWindowKeys it
-// takes the 128-key blocks. H100, bf16, 16k tokens, same call (.carry/s50/c11.sh), 176 -> 128 keys at s = 4k / 16k:
-// (255, 0) +27-29%, (1023, 0) +7-12%, (512, 512) +7-15%, (4095, 0) -4% to even (d64 / d128).
-constexpr int kNarrowWindowKeys = 2048;
 
 template <typename Inst>
 cudaError_t run_fwd_sm90(const FwdParams& p, cudaStream_t stream)
 {
     const bool short_window =
-        p.mask.left >= 0 && p.mask.right >= 0 && int64_t(p.mask.left) + p.mask.right < kNarrowWindowKeys;
+        p.mask.left >= 0 && p.mask.right >= 0 && int64_t(p.mask.left) + p.mask.right < Inst::kNarrowWindowKeys;
     if (short_window || (!p.mask.is_none() && p.max_seqlen_q < Inst::kWideMinRowsCausal))
         return launch_sm90<typename Inst::Narrow>(p, stream);
     return launch_sm90<typename Inst::Wide>(p, stream);
