@@ -29,12 +29,12 @@ def test_instance_names_are_unique_and_complete():
     assert [(i.block_m, i.block_n, i.warps) for i in inst if i.api == "fwd" and i.variant == "dropout"] == [
         (128, 32, 4)] * 2
     # split-KV: a decode (16-row, one warp) and a prefill (64-row) tile per head-dim pair, full variant; a plain
-    # decode tile at d128 only (SPLIT_PLAIN_DIMS)
+    # decode tile at d64, d128 and d256 (SPLIT_PLAIN_DIMS)
     assert {(i.dtype, i.hdim, i.hdim_v, i.block_m) for i in inst if i.api == "fwd_splitkv" and i.variant == "full"} == {
         (d, q, v, m) for d in ("fp16", "bf16") for (q, v) in dims for m in (16, 64)}
     assert sorted((i.dtype, i.hdim, i.hdim_v, i.block_m, i.block_n, i.warps) for i in inst
-                  if i.api == "fwd_splitkv" and i.variant != "full") == [("bf16", 128, 128, 16, 32, 1),
-                                                                         ("fp16", 128, 128, 16, 32, 1)]
+                  if i.api == "fwd_splitkv" and i.variant != "full") == [
+        (t, d, d, 16, 16 if d == 256 else 32, 1) for t in ("bf16", "fp16") for d in (64, 128, 256)]
     assert {i.variant for i in inst if i.api == "fwd_splitkv"} == {"full", "plain"}
     # backward: plain (masks only), alibi, dropout and full per head-dim pair and dtype
     assert {(i.dtype, i.hdim, i.hdim_v, i.variant) for i in inst if i.api == "bwd"} == {
@@ -125,7 +125,7 @@ def test_write_if_changed_keeps_timestamp(tmp_path):
 def test_list_prints_instances_and_support_table():
     r = run_compile("--list", "--preset", "ci", "--arch", "sm_90a")
     assert r.returncode == 0, r.stderr
-    assert "instances: 5 selected of 160 known" in r.stdout
+    assert "instances: 5 selected of 164 known" in r.stdout
     assert "[x] fmha_bwd_ck_bf16_d128_b64x128_w8_plain" in r.stdout
     assert "[x] fmha_fwd_ck_bf16_d128_b128x48_w4_plain" in r.stdout
     assert "[x] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r.stdout
@@ -138,7 +138,7 @@ def test_list_prints_instances_and_support_table():
     # the asm family is sm_90a code: a build without that target leaves it out
     r80 = run_compile("--list", "--preset", "ci", "--arch", "sm_80")
     assert r80.returncode == 0, r80.stderr
-    assert "instances: 3 selected of 160 known" in r80.stdout
+    assert "instances: 3 selected of 164 known" in r80.stdout
     assert "[ ] fmha_fwd_asm_v3_bf16_d128_b128x176_w12_plain" in r80.stdout and "asm_v3 (plain)" not in r80.stdout
     assert "| api | family | dtype |" in r.stdout and "sm80/86/89 | sm90 | sm100" in r.stdout
     # the arch columns are the build's: sm_90a only
@@ -181,8 +181,8 @@ def test_bad_options_fail_with_a_reason(args, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--api", "fwd", "--variants", "dropout", "--hdims", "64"], "no instance for --api fwd matches the selection"),
-    (["--api", "fwd_splitkv", "--variants", "plain", "--hdims", "64"], "its variants are full, plain"),
-    (["--preset", "ci", "--api", "batch_prefill", "--dtypes", "fp16", "--hdims", "64"],
+    (["--api", "fwd_splitkv", "--variants", "plain", "--hdims", "96"], "its variants are full, plain"),
+    (["--preset", "ci", "--api", "batch_prefill", "--dtypes", "fp16", "--hdims", "96"],
      "no instance for --api batch_prefill"),
     (["--filter", "*bf16_d999*"], "filter '*bf16_d999*'"),
 ])

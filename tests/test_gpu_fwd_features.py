@@ -443,21 +443,24 @@ def test_softcap(cap, mask_type):
               f"softcap={cap} mask={mask_type}")
 
 
-@pytest.mark.parametrize("dt, sq, sk, mask_type", [("bf16", 1, 700, 0), ("fp16", 3, 1000, 2), ("bf16", 2, 33, 0)])
-def test_decode_calls_take_the_plain_split_instance_without_features(dt, sq, sk, mask_type):
+@pytest.mark.parametrize("dt, d, sq, sk, mask_type", [("bf16", 128, 1, 700, 0), ("fp16", 128, 3, 1000, 2),
+                                                       ("bf16", 128, 2, 33, 0), ("fp16", 64, 1, 900, 0),
+                                                       ("bf16", 256, 4, 500, 2)])
+def test_decode_calls_take_the_plain_split_instance_without_features(dt, d, sq, sk, mask_type):
     """A GQA decode step (4 query heads per KV head, up to 16 rows) runs on the split-KV decode tile: the "plain" one
-    at d128 (generate.py SPLIT_PLAIN_DIMS) when the call has no feature, the full one with soft-cap, both against
-    the reference (checked by name with every kernel built, MHA_REQUIRE_ALL_KERNELS=1)."""
-    q, k, v = make_qkv(3, sq, sk, 32, 8, 128, 128, DTYPES[dt], seed_of("plain split", dt, sq, sk, mask_type))
+    (generate.py SPLIT_PLAIN_DIMS: d64, d128, d256) when the call has no feature, the full one with soft-cap, both
+    against the reference (checked by name with every kernel built, MHA_REQUIRE_ALL_KERNELS=1)."""
+    q, k, v = make_qkv(3, sq, sk, 32, 8, d, d, DTYPES[dt], seed_of("plain split", dt, d, sq, sk, mask_type))
     right = 0 if mask_type else -1
-    run_batch(q, k, v, Feat(scale=128 ** -0.5, mask_type=mask_type, right=right), f"plain decode {dt} {sq}x{sk}")
+    run_batch(q, k, v, Feat(scale=d ** -0.5, mask_type=mask_type, right=right), f"plain decode {dt} d{d} {sq}x{sk}")
     plain = aiter_mha.last_kernel_name()
-    run_batch(q, k, v, Feat(scale=128 ** -0.5, mask_type=mask_type, right=right, softcap=20.0),
-              f"soft-cap decode {dt} {sq}x{sk}")
+    run_batch(q, k, v, Feat(scale=d ** -0.5, mask_type=mask_type, right=right, softcap=20.0),
+              f"soft-cap decode {dt} d{d} {sq}x{sk}")
     capped = aiter_mha.last_kernel_name()
     if require_all_kernels():
-        assert plain == f"fmha_fwd_splitkv_ck_{dt}_d128_b16x32_w1_plain", plain
-        assert capped == f"fmha_fwd_splitkv_ck_{dt}_d128_b16x32_w1_full", capped
+        tile = f"fmha_fwd_splitkv_ck_{dt}_d{d}_b16x{16 if d == 256 else 32}_w1"
+        assert plain == f"{tile}_plain", plain
+        assert capped == f"{tile}_full", capped
 
 
 @pytest.mark.parametrize("mask_type, left, right, sq, sk", [

@@ -122,10 +122,13 @@ def splitkv_tiles(hdim: int, hdim_v: int) -> list[tuple[int, int, int]]:
     return [(16, 32 if max(hdim, hdim_v) <= 128 else 16, 1), (64, 64, 4)]
 # A "plain" decode instance (no soft-cap, bias, ALiBi, sinks or dropout compiled in) at these head dims, for the split
 # calls without them (mha_fwd.cpp, find_split_instance): the full one's skipped score-modifier code still shapes the
-# loop (191 -> 182 registers). H100 GPU-8ef9dbf6, bf16, 32 query / 8 KV heads, L2 swept, KV GB/s, same call, a / p /
-# p / a, three passes: b=16 1k 2342-2391 -> 2358-2401 (+0.7%), bshd 2358-2397 -> 2371-2415 (+1%), b=1 8k 1662-1677 ->
-# 1677-1691 (+1%, every pass), b=16 2k / 8k and b=64 1k +0.1-0.3%.
-SPLIT_PLAIN_DIMS = {(128, 128)}
+# loop (one-query step: d64 159 -> 138 registers, d128 191 -> 182, d256 217 -> 207; d256's 16-row step spilled 128 B,
+# now none). bf16, 32 query / 8 KV heads, L2 swept, KV GB/s, same call, a / p / p / a:
+# - d128, H100 GPU-8ef9dbf6, three passes: b=16 1k 2342-2391 -> 2358-2401 (+0.7%), bshd 2358-2397 -> 2371-2415 (+1%),
+#   b=1 8k 1662-1677 -> 1677-1691 (+1%, every pass), b=16 2k / 8k and b=64 1k +0.1-0.3%;
+# - d64 / d256, H100 GPU-f87ed8ae, two passes: b=16 1k +1.0% / +0.4%, b=1 8k 1109-1128 -> 1149-1160 (+3%) / +0.8%,
+#   b=16 8k and b=64 1k even to +0.3%, 4 queries (16 rows) b=16 1k +2.5% / +2.6%.
+SPLIT_PLAIN_DIMS = {(64, 64), (128, 128), (256, 256)}
 # ck backward instances: (hdim_q, hdim_v) -> (kBlockM, kBlockN, warps, SdP / dKV / dQ warps along M / N / M), see
 # csrc/ck/bwd_traits.cuh. One CTA keeps kBlockN keys' dK and dV in registers. "plain" serves calls without bias,
 # ALiBi or dropout (masks, GQA, group mode and deterministic dQ are run-time); "full" adds them.
@@ -443,7 +446,7 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
         # the plain instances are decode tiles (16 rows) only, at SPLIT_PLAIN_DIMS: the calls full's instance of
         # those head dims would serve, without features
-        span = (f"{hd} (calls without features that full's {hd} decode tile would run)" if variant == "plain" else
+        span = (f"{hd} (calls without features that full's {hd} decode tiles would run)" if variant == "plain" else
                 f"up to {hd}; any multiple of 8 below")
         feats = "n | n" if variant == "plain" else "elementwise, alibi | batch_prefill only"
         rows.append(f"| fwd_splitkv, batch_prefill | ck ({variant}) | {dtype} | {span} | batch, group; "
