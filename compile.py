@@ -218,6 +218,11 @@ def check_nonempty(everything, chosen, apis, dtypes, hdims, pattern, variants):
                 print(f"[compile.py] note: --api {api} with this selection builds no {kind} instance: "
                       f"{ENTRY_POINTS[kind]} will answer 'not in this build' (its variants are {', '.join(have)})",
                       file=sys.stderr)
+            elif kind == "fwd_splitkv" and not any(i.api == kind and i.variant == "full" for i in chosen):
+                # the plain split-KV instances are decode tiles (up to 16 rows per KV head) without features
+                print(f"[compile.py] note: --api {api} with this selection builds only plain split-KV decode tiles: "
+                      f"{ENTRY_POINTS[kind]} calls with more than 16 query rows per KV head or with soft-cap, bias, "
+                      "ALiBi, sinks or dropout will answer 'not in this build' (add --variants full)", file=sys.stderr)
 
 
 def max_jobs() -> str:

@@ -193,6 +193,17 @@ def test_empty_selection_is_an_error(tmp_path, args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
+def test_plain_only_split_selection_gets_a_note():
+    """A selection whose split-KV instances are all plain (the d128 decode tile alone, as the ci preset has) builds,
+    with a note that batch prefill / spec-decode rows and calls with features need the full instances."""
+    r = run_compile("--list", "--preset", "ci", "--api", "batch_prefill", "--arch", "sm_90a")
+    assert r.returncode == 0, r.stderr
+    assert "[x] fmha_fwd_splitkv_ck_bf16_d128_b16x32_w1_plain" in r.stdout
+    assert "builds only plain split-KV decode tiles" in r.stderr and "(add --variants full)" in r.stderr, r.stderr
+    r = run_compile("--list", "--api", "fwd_splitkv", "--dtypes", "bf16", "--hdims", "128", "--arch", "sm_90a")
+    assert r.returncode == 0 and "plain split-KV decode tiles" not in r.stderr, r.stderr
+
+
 def test_print_toolchain_names_nvcc_and_the_archs(tmp_path):
     nvcc = tmp_path / "nvcc"
     nvcc.write_text("#!/bin/sh\n")

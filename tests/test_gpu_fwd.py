@@ -309,7 +309,8 @@ def test_sliding_window(mask_type, left, right, sq, sk, family):
 # several (first and last key blocks masked on either side, blocks skipped before the window), both corners, sq != sk
 # (top-left rows past every key's window, bottom-right rows before the first key), the diagonal alone, one side
 # unbounded (left-only, and right-only which pairs row blocks as causal does), 128-key blocks (windows under 2048 keys,
-# and shorter calls) and the wide 176-key kernel, and every head-dim instance.
+# and shorter calls) and the wide 176-key kernel, and every head-dim instance; d256's 64-key blocks (masked calls under
+# 2048 rows, windows under 512 keys) and its 80-key kernel with a window (2048 rows or more, a window of 512 or more).
 @pytest.mark.parametrize("dt, d, dv, mask_type, left, right, b, h, hk, sq, sk", [
     ("bf16", 128, 128, 2, 256, 0, 2, 40, 8, 2100, 2100),
     ("fp16", 128, 128, 1, 100, 37, 1, 16, 4, 4200, 4200),
@@ -329,6 +330,8 @@ def test_sliding_window(mask_type, left, right, sq, sk, family):
     ("bf16", 128, 128, 2, 3000, 0, 1, 16, 16, 4200, 4200),
     ("fp16", 64, 64, 1, 2500, 20, 1, 16, 16, 4200, 4200),
     ("bf16", 64, 64, 2, 300, -1, 1, 16, 8, 4200, 4200),
+    ("bf16", 256, 256, 2, 700, 0, 1, 4, 4, 2100, 2100),   # d256's 80-key kernel
+    ("fp16", 256, 256, 1, 100, 60, 1, 4, 2, 2200, 2300),  # d256, 64-key blocks from the window alone
     # bottom-right, one side unbounded, sq > sk: rows whose diagonal is left of the first key (negative) still see
     # keys [0, diagonal + right + 1) (right-only) or [0, sk) (left-only). The row bounds against an unbounded side
     # (INT_MAX) and a negative diagonal must not wrap: written as selects, the compiler folded them into a max / min
@@ -390,8 +393,8 @@ def test_use_asm_v3(mask, d):
     ("fp16", 40, 40, "causal_bottom_right", 2, 8, 8, 300, 500),
     ("bf16", 64, 128, "none", 2, 8, 8, 300, 500),
     ("bf16", 128, 64, "causal_bottom_right", 2, 8, 8, 500, 300),
-    # d256 (80-key blocks, four column atoms) and the head dims it pads: 192, 160; d192 / d_v 128 (128-key blocks,
-    # three Q / K atoms, two V atoms) and the head dims it pads (136..192 / up to 128)
+    # d256 (80-key blocks, 64 under a mask below 2048 rows; four column atoms) and the head dims it pads: 192, 160;
+    # d192 / d_v 128 (128-key blocks, three Q / K atoms, two V atoms) and the head dims it pads (136..192 / up to 128)
     ("bf16", 256, 256, "none", 2, 40, 8, 1000, 1000),
     ("fp16", 256, 256, "causal_bottom_right", 2, 40, 40, 2100, 2100),
     ("bf16", 256, 256, "causal_top_left", 1, 4, 4, 333, 333),

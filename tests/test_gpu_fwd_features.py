@@ -651,7 +651,7 @@ def test_varlen(name, mask_type, left, right, family):
 
 
 # Longer sequences for the asm forward's group mode (both families run them): several 128-row query blocks and
-# 128 / 176 / 80-key blocks per sequence, lengths on, just before and just after the block sizes (a last block copied
+# 128 / 176 / 80 / 64-key blocks per sequence, lengths on, just before and just after the block sizes (a last block copied
 # from further back, a sequence shorter than a block copied by cp.async), one sequence much longer than the rest,
 # causal with more queries than keys (rows that see no key), max_seqlen_q above the longest sequence, NaN in every
 # padding row of q / k / v (no copy may reach past a sequence), d != d_v, the padded head dims of the d256 instance,
@@ -663,6 +663,8 @@ VARLEN_ASM = {
     "d64_nan": dict(lens=[(700, 333), (0, 64), (128, 128), (129, 127), (90, 0)], h=2, hk=1, d=64, pad_q=True,
                     pad_k=True, nan_pad=True),
     "d256": dict(lens=[(333, 400), (80, 79), (161, 81)], h=2, hk=2, d=256, pad_k=True, nan_pad=True),
+    # masked: d256's 64-key blocks (without a mask, 80)
+    "d256_64": dict(lens=[(65, 64), (63, 65), (64, 130), (200, 63)], h=2, hk=1, d=256, pad_k=True, nan_pad=True),
     "d192_128": dict(lens=[(300, 500), (129, 1), (64, 200)], h=4, hk=4, d=192, dv=128, pad_q=True, nan_pad=True),
     "d96": dict(lens=[(250, 250), (65, 400)], h=3, hk=3, d=96),
     "slack": dict(lens=[(200, 333), (513, 64), (0, 7)], h=2, hk=2, d=128, pad_q=True, pad_k=True, nan_pad=True,

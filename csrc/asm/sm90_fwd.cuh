@@ -441,8 +441,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
     int* rec            = req + 4;
 
     constexpr int kRecInts = Kt::kRecInts;
-    // the consumers skip key blocks their warpgroup's rows do not see (blocks narrower than a tile: d256's 80 keys;
-    // batch mode, a split K / V ring). H100, bf16, 16k tokens, TFLOP/s, same call in ABBA order (.carry/s52/c15.sh):
+    // the consumers skip key blocks their warpgroup's rows do not see (blocks narrower than a tile: d256's 80 / 64
+    // keys; batch mode, a split K / V ring). H100, bf16, 16k tokens, TFLOP/s, same call in ABBA order (.carry/s52/c15.sh):
     // causal s = 512 / 1k / 2k / 4k / 16k 269 / 478 / 636 / 728 / 789 -> 281 / 489 / 643 / 725 / 792 (+4.5 / +2.2 /
     // +1.1 / -0.4 / +0.4%); without a mask, where nothing is skipped, 512 rows 510 -> 502 (-1.6%: the code around the
     // key loop moved)
@@ -823,9 +823,9 @@ __global__ void __launch_bounds__(Kt::kThreads, 1) sm90_fwd_kernel(const __grid_
 
             // kSkipTail: the key blocks this warpgroup's rows see, n_mine <= n_blocks. Under a right bound (causal, windows)
             // the first warpgroup's 64 rows stop seeing keys up to 64 keys before the second's, and with 80-key blocks
-            // (d256) that is a whole block in about half the tiles: its S and PV GEMMs are skipped, the warpgroup only
-            // taking its turns and freeing the stages. Broadcast from lane 0: the ring's stage arithmetic stays in the
-            // uniform datapath.
+            // (d256) that is a whole block in about half the tiles (64-key blocks: in most): its S and PV GEMMs are
+            // skipped, the warpgroup only taking its turns and freeing the stages. Broadcast from lane 0: the ring's
+            // stage arithmetic stays in the uniform datapath.
             int n_mine = n_blocks;
             if constexpr (kSkipTail)
             {

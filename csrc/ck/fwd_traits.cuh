@@ -48,7 +48,8 @@ struct GmemTiledCopy
 
 // kFeatures_: what the instance implements beyond scale, mask and LSE (each run-time selected when present):
 // 1 soft-cap, elementwise bias, sink logits and sink tokens; 2 ALiBi; 4 dropout. 0 is the "plain" instance, 7 the
-// "full" one, 2 the "alibi" one; the plain path carries no extra registers. Split-KV instances are full ones.
+// "full" one, 2 the "alibi" one; the plain path carries no extra registers. Split-KV instances are full ones, and
+// plain decode tiles at some head dims (generate.py SPLIT_PLAIN_DIMS).
 // kSplit: the split-KV / paged-KV / batch-prefill kernel (KvCacheParams, SplitParams): gathers K/V rows through a
 // page table, packs query heads of a KV head into rows, and writes fp32 partials when num_splits > 1.
 template <typename Element_, int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kNWarps_, int kFeatures_,

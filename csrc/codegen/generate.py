@@ -93,8 +93,9 @@ def fwd_tiles(variant="plain") -> dict:
 # Three warpgroups: a TMA producer and two wgmma consumers of 64 rows each. "plain" only (no mask, causal).
 # block_n is the wide block (176 keys); the d64 / d128 instances also hold a 128-key kernel for short causal calls
 # (csrc/asm/sm90_fwd.cuh, Sm90FwdInstance, has the measurements).
-# d256: 80-key blocks for every call (Q 64 KB + two stages of K / V 40 KB each: 225 KB of shared memory); d192 /
-# d_v 128: 128-key blocks (Q 48 KB + two stages of K 48 KB and V 32 KB: 209 KB).
+# d256: 80-key blocks (Q 64 KB + two stages of K / V 40 KB each: 225 KB of shared memory), 64 for masked calls under
+# 2048 rows and windows under 512 keys; d192 / d_v 128: 128-key blocks (Q 48 KB + two stages of K 48 KB and V 32 KB:
+# 209 KB).
 ASM_FWD_TILES = {
     (64, 64): (128, 176, 12),
     (128, 128): (128, 176, 12),
@@ -444,9 +445,10 @@ def support_table(built, archs=("sm_80", "sm_90a", "sm_100a")) -> str:
     for dtype, variant in sorted({(i.dtype, i.variant) for i in skv}):
         dims = sorted({(i.hdim, i.hdim_v) for i in skv if (i.dtype, i.variant) == (dtype, variant)})
         hd = ", ".join(f"{q}" if q == v else f"{q}/{v}" for q, v in dims)
-        # the plain instances are decode tiles (16 rows) only, at SPLIT_PLAIN_DIMS: the calls full's instance of
-        # those head dims would serve, without features
-        span = (f"{hd} (calls without features that full's {hd} decode tiles would run)" if variant == "plain" else
+        # the plain instances are decode tiles (16 rows) only, at SPLIT_PLAIN_DIMS, for calls without features; beside
+        # a full tile of a smaller head dim they serve only the calls that would run full's tile of theirs
+        span = (f"{hd} (decode tiles, calls without features; beside full, only where no larger than its tile)"
+                if variant == "plain" else
                 f"up to {hd}; any multiple of 8 below")
         feats = "n | n" if variant == "plain" else "elementwise, alibi | batch_prefill only"
         rows.append(f"| fwd_splitkv, batch_prefill | ck ({variant}) | {dtype} | {span} | batch, group; "
