@@ -250,10 +250,12 @@ const FwdInstance* find_split_instance(DType dt, int hdim_q, int hdim_v, int fea
     const FwdInstance* full = find_instance(Family::ck, dt, hdim_q, hdim_v, kFwdFull, missing, true, block_m);
     if (features == 0)
     {
-        std::string ignored;
-        const FwdInstance* plain = find_instance(Family::ck, dt, hdim_q, hdim_v, 0, ignored, true, block_m);
+        std::string plain_missing;
+        const FwdInstance* plain = find_instance(Family::ck, dt, hdim_q, hdim_v, 0, plain_missing, true, block_m);
         if (plain != nullptr && (full == nullptr || plain->hdim + plain->hdim_v <= full->hdim + full->hdim_v))
             return plain;
+        if (full == nullptr && plain_missing.rfind("instance ", 0) == 0) // neither built: either would serve
+            missing += "; or, for this call without features, " + plain_missing;
     }
     return full;
 }
