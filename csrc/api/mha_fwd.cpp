@@ -240,23 +240,23 @@ const FwdInstance* find_instance(Family family, DType dt, int hdim_q, int hdim_v
     return nullptr;
 }
 
-// The split-KV instance of tile height `block_m` for a call needing `features` (needed_features): the "plain" one
-// (decode tiles at some head dims: generate.py SPLIT_PLAIN_DIMS) for a call without features when it is built and no
-// larger than the full one that covers the call (a d64 call runs the d64 full instance, not the d128 plain one
-// zero-padded), else the full one; null with the reason in `missing` when neither is built.
-const FwdInstance* find_split_instance(DType dt, int hdim_q, int hdim_v, int features, int block_m,
-                                       std::string& missing)
+// The ck instance for a call needing `features` (needed_features) of the forward (split false) or of split-KV tile
+// height `block_m`: the lean one of exactly those features (forward "alibi" / "dropout"; split-KV "plain" decode tiles,
+// generate.py SPLIT_PLAIN_DIMS) when it is built and no larger than the full one that covers the call (the dropout
+// variant exists at d128 only: a d64 call runs the d64 full instance, not the d128 dropout one zero-padded), else the
+// full one; null with the reason in `missing` when neither is built (both build options named).
+const FwdInstance* find_lean_or_full(DType dt, int hdim_q, int hdim_v, int features, std::string& missing,
+                                     bool split = false, int block_m = 0)
 {
-    const FwdInstance* full = find_instance(Family::ck, dt, hdim_q, hdim_v, kFwdFull, missing, true, block_m);
-    if (features == 0)
-    {
-        std::string plain_missing;
-        const FwdInstance* plain = find_instance(Family::ck, dt, hdim_q, hdim_v, 0, plain_missing, true, block_m);
-        if (plain != nullptr && (full == nullptr || plain->hdim + plain->hdim_v <= full->hdim + full->hdim_v))
-            return plain;
-        if (full == nullptr && plain_missing.rfind("instance ", 0) == 0) // neither built: either would serve
-            missing += "; or, for this call without features, " + plain_missing;
-    }
+    const FwdInstance* full = find_instance(Family::ck, dt, hdim_q, hdim_v, kFwdFull, missing, split, block_m);
+    if (features == kFwdFull)
+        return full;
+    std::string lean_missing;
+    const FwdInstance* lean = find_instance(Family::ck, dt, hdim_q, hdim_v, features, lean_missing, split, block_m);
+    if (lean != nullptr && (full == nullptr || lean->hdim + lean->hdim_v <= full->hdim + full->hdim_v))
+        return lean;
+    if (full == nullptr && lean_missing.rfind("instance ", 0) == 0) // neither built: either would serve
+        missing += "; or, for this call, " + lean_missing;
     return full;
 }
 
@@ -387,8 +387,8 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
         int64_t(max_q) * pack <= kPackedFwdMaxRows)
     {
         std::string ignored;
-        if (const FwdInstance* dec = find_split_instance(dt, args.hdim_q, args.hdim_v, needed_features(args),
-                                                         split_block_m(int64_t(max_q) * pack), ignored))
+        if (const FwdInstance* dec = find_lean_or_full(dt, args.hdim_q, args.hdim_v, needed_features(args), ignored,
+                                                       true, split_block_m(int64_t(max_q) * pack)))
         {
             int cc = 0;
             if (current_cc(cc).empty() && arch_built(cc) && smem_unfit(dec->name, dec->smem_bytes).empty())
@@ -404,21 +404,11 @@ float mha_fwd(mha_fwd_args args, const ck_tile::stream_config& s)
             }
         }
     }
-    // ALiBi-only and dropout-only calls take the "alibi" / "dropout" instance when the built one that covers the call
-    // is no larger than the full one that would run it (the dropout variant exists at d128 only: a d64 call runs the
-    // d64 full instance, not the d128 dropout one zero-padded), else the full one
+    // ALiBi-only and dropout-only calls: the lean instance or the full one (find_lean_or_full); plain calls: the plain
+    // instance whenever it is built
     const int features = needed_features(args);
-    const FwdInstance* in = nullptr;
-    if (features == kFwdAlibi || features == kFwdDropout)
-    {
-        std::string ignored;
-        const FwdInstance* lean = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, features, ignored);
-        const FwdInstance* full = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, kFwdFull, ignored);
-        if (lean != nullptr && (full == nullptr || lean->hdim + lean->hdim_v <= full->hdim + full->hdim_v))
-            in = lean;
-    }
-    if (in == nullptr)
-        in = find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, features == 0 ? 0 : kFwdFull, missing);
+    const FwdInstance* in = features == 0 ? find_instance(Family::ck, dt, args.hdim_q, args.hdim_v, 0, missing)
+                                          : find_lean_or_full(dt, args.hdim_q, args.hdim_v, features, missing);
     if (in == nullptr && features == 0) // "full" serves every call: a build without "plain" (--variants full)
     {
         std::string ignored;
@@ -995,9 +985,10 @@ float run_split(const char* api, const aiter::mha_fwd_args& f, FwdParams& p, con
     std::string missing;
     const int max_q = f.is_group_mode ? f.max_seqlen_q : f.seqlen_q;
     const int features = needed_features(f);
-    const FwdInstance* in = find_split_instance(dtype_of(f.data_type), f.hdim_q, f.hdim_v, features, block_m, missing);
+    const FwdInstance* in = find_lean_or_full(dtype_of(f.data_type), f.hdim_q, f.hdim_v, features, missing, true,
+                                              block_m);
     if (in == nullptr && block_m == kDecodeBlockM && int64_t(max_q) * p.split.pack_ratio > kDecodeBlockM)
-        in = find_split_instance(dtype_of(f.data_type), f.hdim_q, f.hdim_v, features, kPrefillBlockM, missing);
+        in = find_lean_or_full(dtype_of(f.data_type), f.hdim_q, f.hdim_v, features, missing, true, kPrefillBlockM);
     if (in == nullptr)
         return fail(who + ": no split-KV kernel for dtype=" + f.data_type + " hdim_q=" + str(f.hdim_q) +
                     " hdim_v=" + str(f.hdim_v) + ": " + missing);

@@ -122,7 +122,7 @@ ASM_ARCH = "sm_90a"
 def splitkv_tiles(hdim: int, hdim_v: int) -> list[tuple[int, int, int]]:
     return [(16, 32 if max(hdim, hdim_v) <= 128 else 16, 1), (64, 64, 4)]
 # A "plain" decode instance (no soft-cap, bias, ALiBi, sinks or dropout compiled in) at these head dims, for the split
-# calls without them (mha_fwd.cpp, find_split_instance): the full one's skipped score-modifier code still shapes the
+# calls without them (mha_fwd.cpp, find_lean_or_full): the full one's skipped score-modifier code still shapes the
 # loop (one-query step: d64 159 -> 138 registers, d128 191 -> 182, d256 217 -> 207; d256's 16-row step spilled 128 B,
 # now none). bf16, 32 query / 8 KV heads, L2 swept, KV GB/s, same call, a / p / p / a:
 # - d128, H100 GPU-8ef9dbf6, three passes: b=16 1k 2342-2391 -> 2358-2401 (+0.7%), bshd 2358-2397 -> 2371-2415 (+1%),
