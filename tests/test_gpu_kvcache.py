@@ -3,8 +3,8 @@ mha_batch_prefill (SGLang page table; page sizes 1-128, GQA, masks, soft-cap, dr
 empty sequences, d=256) against mha_fwd in group mode on the same data, and mha_fwd_splitkv over a 140,000-page pool
 (block ids above 65,535, caches over 2^31 elements) against mha_fwd on the same keys gathered densely, and
 batch-mode mha_fwd_splitkv with per-sequence key counts (seqlen_k_ptr) below the cache's capacity, dense and paged,
-with NaN in every cache row and block-table entry past a sequence; then, after a cudaDeviceReset, a decode merged
-inside the split grid and a timed pass with the L2 sweep (the library's per-context state follows the new context).
+with NaN in every cache row and block-table entry past a sequence, and the decode tile's up to 16 rows with ALiBi and
+soft-cap; then, after a cudaDeviceReset, a decode merged inside the split grid and a timed pass with the L2 sweep (the library's per-context state follows the new context).
 Skipped without a GPU or when the build has no split-KV instances (`python3 compile.py --api fwd,fwd_splitkv`;
 MHA_REQUIRE_ALL_KERNELS=1 fails instead). Also tests/cpp/paged_check.cu, the torch-free float64 check of the two
 paged-attention implementations (built for sm_90a from source).
