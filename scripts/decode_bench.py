@@ -280,6 +280,8 @@ def margin(a, lib, sweep, backends, stream):
                         best, peer = (nbytes / t, name), be
                 except Exception:  # a backend that refuses the shape
                     pass
+            if peer is None:
+                raise SystemExit(f"b={b} L={L}: no SDPA backend ran this shape")
             lse_acc = torch.empty(b * 32 * 128, device="cuda", dtype=torch.float32)
             o_acc = torch.empty(b * 32 * 128 * 128, device="cuda", dtype=torch.float32)
             ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse_acc, o_acc)]
