@@ -140,6 +140,49 @@ def event_time(f, warmup=5, rep=20, sweep=None, median=False):
     return sorted(times)[rep // 2] if median else sum(times) / rep
 
 
+def decode_tensors(b, L, sq, layout):
+    """Q / K / V / O (NaN) of a decode step, 32 query heads on 8 KV heads, d128, bf16: bhsd contiguous, or (b, s, h, d)
+    memory seen as (b, h, s, d)."""
+    import torch
+    kw = dict(device="cuda", dtype=torch.bfloat16)
+    if layout == "bhsd":
+        q, k, v = torch.randn(b, 32, sq, 128, **kw), torch.randn(b, 8, L, 128, **kw), torch.randn(b, 8, L, 128, **kw)
+        return q, k, v, torch.full_like(q, float("nan"))
+    q = torch.randn(b, sq, 32, 128, **kw).transpose(1, 2)
+    k, v = (torch.randn(b, L, 8, 128, **kw).transpose(1, 2) for _ in range(2))
+    return q, k, v, torch.full((b, sq, 32, 128), float("nan"), **kw).transpose(1, 2)
+
+
+def best_sdpa(q, k, v, nbytes, backends, sweep, median, skip_math=False):
+    """(GB/s, name, backend, output) of the fastest SDPA backend on these tensors; (0, '-', None, None) if none ran."""
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+    best = (0.0, "-", None, None)
+    for name, be in backends.items():
+        if name == "math" and skip_math:
+            continue
+        try:
+            with sdpa_kernel([be]):
+                call = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # noqa: E731
+                gbs = nbytes / event_time(call, sweep=sweep, median=median) / 1e6
+                if gbs > best[0]:
+                    best = (gbs, name, be, call())
+        except Exception:  # a backend that refuses the shape
+            pass
+    return best
+
+
+def shim_step(lib, q, k, v, o, b, sq, L, splits, layout, stream):
+    """Our decode step on these tensors through decode_shim.cu (lse_acc / o_acc for its 128 splits): a callable
+    returning the API's value, and the partial buffers to keep alive with it."""
+    import torch
+    acc = (torch.empty(b * 32 * sq * 128, device="cuda", dtype=torch.float32),
+           torch.empty(b * 32 * sq * 128 * 128, device="cuda", dtype=torch.float32))
+    ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, *acc)]
+    bshd = int(layout == "bshd")
+    return (lambda: lib.decode_step_q(*ptrs, b, 32, 8, sq, L, 128, splits, bshd, ctypes.c_void_p(stream))), acc
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--exe", default="./benchmark_mha_fwd")
@@ -166,8 +209,7 @@ def main():
                          "each against the peer in its own rounds")
     a = ap.parse_args()
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     lib = load_shim(a.lib or os.path.dirname(os.path.abspath(a.exe)))
     stream = torch.cuda.current_stream().cuda_stream
@@ -192,40 +234,17 @@ def main():
         for L in map(int, a.lengths.split(",")):
             nbytes = 2 * b * 8 * L * 128 * 2
             sq = a.seqlen_q
-            if a.layout == "bhsd":
-                q = torch.randn(b, 32, sq, 128, device="cuda", dtype=torch.bfloat16)
-                k = torch.randn(b, 8, L, 128, device="cuda", dtype=torch.bfloat16)
-                v = torch.randn_like(k)
-                o = torch.full_like(q, float("nan"))
-            else:  # (b, s, h, d) memory seen as (b, h, s, d)
-                q = torch.randn(b, sq, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-                k = torch.randn(b, L, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-                v = torch.randn(b, L, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-                o = torch.full((b, sq, 32, 128), float("nan"), device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-            best, best_out = (0.0, "-"), None
-            for name, be in backends.items():
-                if name == "math" and nbytes > 2**30:
-                    continue
-                try:
-                    with sdpa_kernel([be]):
-                        call = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # noqa: E731
-                        t = event_time(call, sweep=sweep, median=median)
-                        if (nbytes / t / 1e6, name) > best:
-                            best, best_out = (nbytes / t / 1e6, name), call()
-                except Exception:  # a backend that refuses the shape
-                    pass
-            lse_acc = torch.empty(b * 32 * sq * 128, device="cuda", dtype=torch.float32)
-            o_acc = torch.empty(b * 32 * sq * 128 * 128, device="cuda", dtype=torch.float32)
-            ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse_acc, o_acc)]
-            bshd = int(a.layout == "bshd")
-            step = lambda: lib.decode_step_q(*ptrs, b, 32, 8, sq, L, 128, 0, bshd, ctypes.c_void_p(stream))  # noqa
+            q, k, v, o = decode_tensors(b, L, sq, a.layout)
+            gbs, name, _, best_out = best_sdpa(q, k, v, nbytes, backends, sweep, median, skip_math=nbytes > 2**30)
+            best = (gbs, name)
+            step, acc = shim_step(lib, q, k, v, o, b, sq, L, 0, a.layout, stream)
             if step() != 0:
                 raise SystemExit(f"b={b} L={L}: decode_step_q failed")
             err = (o.float() - best_out.float()).abs().max().item() if best_out is not None else 0.0
             if not err < 2e-2:  # NaN fails too
                 raise SystemExit(f"b={b} L={L}: max |ours - SDPA {best[1]}| = {err}")
             dense = nbytes / event_time(step, sweep=sweep, median=median) / 1e6
-            del q, k, v, o, best_out, lse_acc, o_acc
+            del q, k, v, o, best_out, acc
             torch.cuda.empty_cache()
             res = {}
             splits = 1
@@ -257,47 +276,20 @@ def margin(a, lib, sweep, backends, stream):
     for b in map(int, a.batches.split(",")):
         for L in map(int, a.lengths.split(",")):
             nbytes = 2 * b * 8 * L * 128 * 2
-            if a.layout == "bhsd":
-                q = torch.randn(b, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
-                k = torch.randn(b, 8, L, 128, device="cuda", dtype=torch.bfloat16)
-                v = torch.randn_like(k)
-                o = torch.full_like(q, float("nan"))
-            else:
-                q = torch.randn(b, 1, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-                k = torch.randn(b, L, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-                v = torch.randn(b, L, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-                o = torch.full((b, 1, 32, 128), float("nan"), device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-            best, peer = (0.0, None), None
-            for name, be in backends.items():
-                if name == "math":
-                    continue
-                try:
-                    with sdpa_kernel([be]):
-                        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-                        t = event_time(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-                                       sweep=sweep, median=median)
-                    if nbytes / t > best[0]:
-                        best, peer = (nbytes / t, name), be
-                except Exception:  # a backend that refuses the shape
-                    pass
+            q, k, v, o = decode_tensors(b, L, 1, a.layout)
+            _, peer_name, peer, ref = best_sdpa(q, k, v, nbytes, backends, sweep, median, skip_math=True)
             if peer is None:
                 raise SystemExit(f"b={b} L={L}: no SDPA backend ran this shape")
-            lse_acc = torch.empty(b * 32 * 128, device="cuda", dtype=torch.float32)
-            o_acc = torch.empty(b * 32 * 128 * 128, device="cuda", dtype=torch.float32)
-            ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse_acc, o_acc)]
-            bshd = int(a.layout == "bshd")
             with sdpa_kernel([peer]):
                 sdpa = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # noqa: E731
-                ref = sdpa()
                 for ns in map(int, a.num_splits.split(",")):
-                    step = lambda: lib.decode_step_q(*ptrs, b, 32, 8, 1, L, 128, ns, bshd,  # noqa: E731
-                                                     ctypes.c_void_p(stream))
+                    step, acc = shim_step(lib, q, k, v, o, b, 1, L, ns, a.layout, stream)
                     o.fill_(float("nan"))
                     if step() != 0:
                         raise SystemExit(f"b={b} L={L} splits={ns}: decode_step_q failed")
                     err = (o.float() - ref.float()).abs().max().item()
                     if not err < 2e-2:  # NaN fails too
-                        raise SystemExit(f"b={b} L={L} splits={ns}: max |ours - SDPA {best[1]}| = {err}")
+                        raise SystemExit(f"b={b} L={L} splits={ns}: max |ours - SDPA {peer_name}| = {err}")
                     ratios, gb_ours, gb_peer = [], [], []
                     for _ in range(a.rounds):
                         t1 = event_time(sdpa, sweep=sweep, median=median)
@@ -309,12 +301,12 @@ def margin(a, lib, sweep, backends, stream):
                         gb_peer += [nbytes / t1 / 1e6, nbytes / t2 / 1e6]
                     rng = random.Random(0)
                     boots = sorted(med([rng.choice(ratios) for _ in ratios]) for _ in range(2000))
-                    print(f"{b:>3} {L:>7} {ns if ns else 'h':>6} {best[1]:>6} {a.rounds:>6} {med(gb_ours):>9.0f} "
+                    print(f"{b:>3} {L:>7} {ns if ns else 'h':>6} {peer_name:>6} {a.rounds:>6} {med(gb_ours):>9.0f} "
                           f"{med(gb_peer):>9.0f} {med(ratios):>7.3f} {min(ratios):>6.3f} {max(ratios):>6.3f} "
                           f"{sum(r >= 1 for r in ratios):>3}/{len(ratios):<3} {boots[50]:>8.3f}-{boots[1949]:.3f}",
                           flush=True)
                     print("   ratios: " + " ".join(f"{r:.3f}" for r in ratios), flush=True)
-            del q, k, v, o, lse_acc, o_acc, ref
+            del q, k, v, o, acc, ref
             torch.cuda.empty_cache()
 
 
